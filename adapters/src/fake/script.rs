@@ -1,0 +1,86 @@
+//! What the fake provider knows about a scenario: turns to play, facts to look for, faults.
+//!
+//! The harness compiles a scenario into a [`FakeScript`]. Only the fake provider (and the
+//! graders) ever see it; the engine under test never does.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything the fake provider plays for one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FakeScript {
+    /// The model id the provider answers as.
+    pub model: String,
+    /// Context window the provider enforces, in its own ("true") tokens.
+    pub context_window: u64,
+    /// Turns in script order, matched by the text of the request's latest user message.
+    pub turns: Vec<FakeTurn>,
+    /// Facts the provider can look for when asked a probe.
+    pub facts: Vec<FakeFact>,
+    /// Injected faults.
+    pub faults: Vec<FakeFault>,
+}
+
+/// One user turn and the assistant messages the provider plays for it, one per round.
+///
+/// Round `k` is the provider's `k`-th answer within the turn: the number of assistant
+/// messages that follow the latest user message in the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FakeTurn {
+    /// The exact user text that opens the turn.
+    pub user: String,
+    /// One reply per round. After the last one, the provider repeats a short final text.
+    pub replies: Vec<FakeReply>,
+}
+
+/// One scripted assistant answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FakeReply {
+    /// Plain assistant text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Tool calls (a parallel batch when more than one).
+    ToolCalls {
+        /// Calls in order; ids are assigned deterministically by the provider.
+        calls: Vec<FakeToolCall>,
+    },
+    /// Answer one question per fact, from the request only, as numbered lines
+    /// `1. <answer>` in this order.
+    Probe {
+        /// Fact ids, in question order.
+        facts: Vec<String>,
+    },
+}
+
+/// One scripted tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FakeToolCall {
+    /// Tool name.
+    pub name: String,
+    /// JSON arguments.
+    pub arguments: serde_json::Value,
+}
+
+/// A fact as the provider looks for it: every wording that states it, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FakeFact {
+    /// Fact id.
+    pub id: String,
+    /// The exact sentences that state the fact, version 0 first; later versions supersede
+    /// earlier ones. Empty for a fact that is never stated (an abstention probe).
+    pub statements: Vec<String>,
+}
+
+/// A fault the provider injects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FakeFault {
+    /// Reject the N-th physical request (1-based) with a context overflow, whatever its size:
+    /// what an estimator undercount looks like from the client.
+    OverflowAtRequest {
+        /// 1-based request number within the trial.
+        request: u64,
+    },
+}

@@ -1,0 +1,157 @@
+//! # ctxbench-graders — verdicts with evidence
+//!
+//! A grader is a pure function from a [`TrialRecord`] (plus its [`Scenario`]) to a
+//! [`Verdict`] a person can follow: request number, step, excerpt, expected vs seen. Graders
+//! read the scenario's facts and expectations, which the engine never sees.
+//!
+//! Graders own no I/O and no aggregation: the runner calls [`Graders`] (its [`Judge`]) after
+//! each trial, and `ctxbench-reports` aggregates the stored verdicts.
+//!
+//! | grader | checks |
+//! | --- | --- |
+//! | [`recall`] | every probed fact is answered correctly (newest statement; "unknown" when never stated) |
+//! | [`budget`] | every request is budgeted; in `warn` none over budget without a preceding warning; in `compact` none over budget at all |
+//! | [`limit_honest`] | context failures are typed terminal outcomes; a request whose mandatory context cannot fit is never sent (`warn`/`compact`); an expected `limit_reached` happens before any provider call |
+//!
+//! Every grader is proven able to fail by a deliberately broken engine variant
+//! (`ctxbench_harness::engine::mutants`) in its tests.
+#![deny(missing_docs)]
+
+pub mod budget;
+pub mod limit_honest;
+pub mod recall;
+
+use ctxbench_harness::record::TrialRecord;
+use ctxbench_harness::runner::{Judge, Judgement};
+use ctxbench_harness::scenario::{ExpectedOutcome, Scenario};
+use ctxbench_harness::storage::schema::{Evidence, OutcomeStatus, Verdict, VerdictStatus};
+
+/// What a grader sees.
+pub struct GradeContext<'a> {
+    /// The scenario (facts, expectations).
+    pub scenario: &'a Scenario,
+    /// The trial.
+    pub record: &'a TrialRecord,
+    /// The grader's parameters from the scenario (`null` when none).
+    pub params: &'a serde_json::Value,
+}
+
+/// One grader.
+pub trait Grader: Send + Sync {
+    /// Its name in scenario files, e.g. `recall`.
+    fn name(&self) -> &'static str;
+    /// Grade one trial.
+    fn grade(&self, ctx: &GradeContext<'_>) -> Verdict;
+}
+
+/// Names of every grader, in registry order.
+pub const GRADER_NAMES: &[&str] = &["recall", "budget", "limit-honest"];
+
+/// The grader with this name.
+pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
+    match name {
+        "recall" => Some(Box::new(recall::Recall)),
+        "budget" => Some(Box::new(budget::Budget)),
+        "limit-honest" => Some(Box::new(limit_honest::LimitHonest)),
+        _ => None,
+    }
+}
+
+/// Evidence items kept per verdict: enough to follow, bounded for big runs.
+pub const MAX_EVIDENCE: usize = 10;
+
+/// Build a verdict from failures found (empty → pass).
+pub(crate) fn verdict(grader: &str, pass_summary: String, failures: Vec<Evidence>) -> Verdict {
+    if failures.is_empty() {
+        Verdict {
+            grader: grader.into(),
+            status: VerdictStatus::Pass,
+            summary: pass_summary,
+            evidence: Vec::new(),
+        }
+    } else {
+        let n = failures.len();
+        let first = failures[0].note.clone();
+        Verdict {
+            grader: grader.into(),
+            status: VerdictStatus::Fail,
+            summary: format!("{n} violation(s); first: {first}"),
+            evidence: failures.into_iter().take(MAX_EVIDENCE).collect(),
+        }
+    }
+}
+
+/// A verdict for a grader with nothing to check.
+pub(crate) fn skip(grader: &str, why: &str) -> Verdict {
+    Verdict {
+        grader: grader.into(),
+        status: VerdictStatus::Skip,
+        summary: why.into(),
+        evidence: Vec::new(),
+    }
+}
+
+/// A short, single-line excerpt of a text (first `max` chars).
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut s: String = one_line.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// The standard judge: applies the scenario's graders (filtered by mode) and the expected
+/// outcome.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Graders;
+
+impl Judge for Graders {
+    fn judge(&self, scenario: &Scenario, record: &TrialRecord) -> Judgement {
+        let null = serde_json::Value::Null;
+        let mut verdicts = Vec::new();
+        for spec in &scenario.expect.graders {
+            if !spec.modes.is_empty() && !spec.modes.contains(&record.mode) {
+                continue;
+            }
+            let v = match grader(&spec.name) {
+                Some(g) => g.grade(&GradeContext {
+                    scenario,
+                    record,
+                    params: if spec.params.is_null() { &null } else { &spec.params },
+                }),
+                None => Verdict {
+                    grader: spec.name.clone(),
+                    status: VerdictStatus::Fail,
+                    summary: format!("unknown grader `{}`", spec.name),
+                    evidence: Vec::new(),
+                },
+            };
+            verdicts.push(v);
+        }
+        let recall = recall::recall_rows(scenario, record);
+        let outcome_ok = outcome_matches(&scenario.expect.outcome, record.outcome.status);
+        let passed = record.outcome.status != OutcomeStatus::Errored
+            && outcome_ok
+            && verdicts.iter().all(|v| v.status != VerdictStatus::Fail);
+        Judgement {
+            verdicts,
+            recall,
+            passed,
+        }
+    }
+}
+
+/// Whether a terminal status satisfies the expected outcome.
+pub fn outcome_matches(expected: &ExpectedOutcome, status: OutcomeStatus) -> bool {
+    match expected {
+        ExpectedOutcome::Success => status == OutcomeStatus::Success,
+        ExpectedOutcome::LimitReached { .. } => status == OutcomeStatus::LimitReached,
+        ExpectedOutcome::Any => status != OutcomeStatus::Errored,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

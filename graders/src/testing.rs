@@ -1,0 +1,98 @@
+//! Test helpers: small scenarios and a one-call "run and judge".
+
+use std::sync::Arc;
+
+use ctxbench_harness::driver::{run_trial, ProviderSpec, TrialSpec};
+use ctxbench_harness::engine::mutants::Mutation;
+use ctxbench_harness::record::TrialRecord;
+use ctxbench_harness::runner::{Judge, Judgement};
+use ctxbench_harness::scenario::load_str;
+use ctxbench_harness::Mode;
+
+use crate::Graders;
+
+/// Facts stated early, a few turns, then a probe (fits the window easily).
+pub const SMALL_RECALL: &str = r#"
+id: small-recall
+title: Small recall
+model: {context_window: 16384, max_output: 512}
+context: {reserved_output_tokens: 512, buffer_tokens: 1024}
+instructions: "You are a coding agent."
+facts:
+  - id: db
+    states: "All storage must use PostgreSQL 16."
+    question: "Which database must all storage use?"
+    expect: {contains: PostgreSQL}
+  - id: logger
+    question: "Which logging library did we pick?"
+    expect: {abstain: true}
+script:
+  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 3
+    steps:
+      - user: "Work on item {i}."
+      - assistant: "Done with item {i}."
+  - probe: [db, logger]
+expect:
+  graders: [recall, budget, limit-honest]
+"#;
+
+/// Grows past its budget in a few turns (warn must warn; off just sends).
+pub const OVER_BUDGET: &str = r#"
+id: over-budget
+title: Over budget
+model: {context_window: 4096, max_output: 256}
+context: {reserved_output_tokens: 256, buffer_tokens: 512}
+instructions: "You are a coding agent."
+tools:
+  - name: read_file
+    description: Read a file.
+    parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+script:
+  - repeat: 8
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 500, kind: code}}
+      - assistant: "Read part {i}."
+expect:
+  graders: [budget, limit-honest]
+  outcome: any
+"#;
+
+/// Mandatory context (a large tool catalogue) cannot fit.
+pub const UNFIT: &str = r#"
+id: unfit
+title: Unfit
+modes: [warn]
+model: {context_window: 4096, max_output: 256}
+context: {reserved_output_tokens: 256, buffer_tokens: 512}
+instructions: "You are a coding agent."
+tools:
+  - generate: {count: 60, schema_tokens: 120, prefix: plugin_}
+script:
+  - user: "Hello."
+  - assistant: "Hi."
+expect:
+  graders: [budget, limit-honest]
+  outcome: {limit_reached: {before_provider_call: true}}
+"#;
+
+/// Load `yaml`, run trial 0 in `mode` with an optional mutation, and judge it.
+pub async fn judge_with(yaml: &str, mode: Mode, mutation: Option<Mutation>) -> (TrialRecord, Judgement) {
+    let scenario = Arc::new(load_str("test.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
+    let spec = TrialSpec {
+        scenario: scenario.clone(),
+        mode,
+        trial: 0,
+        run_seed: 1,
+        provider: ProviderSpec::Fake,
+        mutation,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_trial(&spec, dir.path()).await;
+    let judgement = Graders.judge(&scenario, &record);
+    (record, judgement)
+}

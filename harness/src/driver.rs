@@ -1,0 +1,586 @@
+//! The agent driver: plays one instantiated scenario through a system under test.
+//!
+//! The driver is the only place where the script meets the engine. It hands the engine user
+//! turns, restarts and instruction-file edits — what a real user and workspace would —
+//! executes scripted tool results behind [`ToolExecutor`], and records every physical
+//! request (through a recording provider wrapper), every engine event and every turn
+//! outcome in a [`TrialRecord`]. A failed turn does not end the scenario: later steps still
+//! run, so every mode has a value for every step.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ctxbench_adapters::estimate::RequestEstimator;
+use ctxbench_adapters::fake::{FakeProvider, FakeTokenizer};
+use ctxbench_adapters::{
+    Message, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
+};
+use sha2::{Digest, Sha256};
+
+use crate::engine::reference::{EngineConfig, ReferenceEngine};
+use crate::engine::{EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome};
+use crate::mode::Mode;
+use crate::record::{EventRecord, RequestRecord, ToolExecution, TrialRecord, TurnRecord};
+use crate::scenario::{ScriptedCall, Scenario, Step};
+use crate::seed::trial_seed;
+use crate::storage::schema::{
+    OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA,
+};
+
+/// Which provider a trial talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderSpec {
+    /// The in-process deterministic fake provider.
+    Fake,
+}
+
+impl ProviderSpec {
+    /// The provider's report name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderSpec::Fake => "fake",
+        }
+    }
+}
+
+impl std::str::FromStr for ProviderSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fake" => Ok(ProviderSpec::Fake),
+            other => Err(format!(
+                "provider `{other}` is not available in this build (available: fake)"
+            )),
+        }
+    }
+}
+
+/// Identity of one trial in the matrix.
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    /// The scenario.
+    pub scenario: Arc<Scenario>,
+    /// Mode.
+    pub mode: Mode,
+    /// Trial index.
+    pub trial: u32,
+    /// Run seed (the trial seed is derived from it).
+    pub run_seed: u64,
+    /// Provider.
+    pub provider: ProviderSpec,
+    /// A deliberately broken engine behaviour (grader tests and selftest only).
+    pub mutation: Option<crate::engine::mutants::Mutation>,
+}
+
+impl TrialSpec {
+    /// `<scenario>/<mode>/<trial>`.
+    pub fn trial_id(&self) -> String {
+        format!("{}/{}/{}", self.scenario.id, self.mode, self.trial)
+    }
+}
+
+#[derive(Debug)]
+enum LogItem {
+    Event(EngineEvent),
+    Exchange {
+        request: ModelRequest,
+        result: Result<ModelResponse, ProviderError>,
+        latency_ms: u64,
+    },
+}
+
+#[derive(Default)]
+struct Log {
+    step: u64,
+    items: Vec<(u64, LogItem)>,
+}
+
+type SharedLog = Arc<Mutex<Log>>;
+
+fn lock(log: &SharedLog) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Sink(SharedLog);
+
+impl EventSink for Sink {
+    fn emit(&mut self, event: EngineEvent) {
+        let mut l = lock(&self.0);
+        let step = l.step;
+        l.items.push((step, LogItem::Event(event)));
+    }
+}
+
+/// Wraps the provider and records every physical exchange, in order with the events.
+struct Recording {
+    inner: Box<dyn Provider>,
+    log: SharedLog,
+}
+
+#[async_trait::async_trait]
+impl Provider for Recording {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let t0 = Instant::now();
+        let result = self.inner.complete(request).await;
+        let latency_ms = t0.elapsed().as_millis() as u64;
+        let mut l = lock(&self.log);
+        let step = l.step;
+        l.items.push((
+            step,
+            LogItem::Exchange {
+                request: request.clone(),
+                result: result.clone(),
+                latency_ms,
+            },
+        ));
+        result
+    }
+}
+
+/// Plays a turn's scripted tool results in call order.
+struct ScriptedTools {
+    step: u64,
+    calls: Vec<ScriptedCall>,
+    next: usize,
+    executions: Vec<ToolExecution>,
+}
+
+impl ToolExecutor for ScriptedTools {
+    fn execute(&mut self, call: &ToolCall) -> ToolOutput {
+        let scripted = self.calls.get(self.next).filter(|c| c.name == call.name);
+        let out = match scripted {
+            Some(c) => {
+                self.next += 1;
+                ToolOutput {
+                    content: c.result.clone(),
+                    ok: true,
+                }
+            }
+            None => ToolOutput {
+                content: format!("error: tool `{}` is not available here", call.name),
+                ok: false,
+            },
+        };
+        self.executions.push(ToolExecution {
+            step: self.step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            scripted: out.ok,
+        });
+        out
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Run one trial to completion. Never panics on scenario content; infrastructure problems
+/// end the trial as `errored`.
+pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
+    let started_at = now_rfc3339();
+    let t0 = Instant::now();
+    let scenario = &spec.scenario;
+    let seed = trial_seed(spec.run_seed, &scenario.id, spec.trial);
+    let tokenizer = FakeTokenizer::new();
+    let instance = scenario.instantiate(seed, &|t: &str| tokenizer.count_text(t));
+
+    let log: SharedLog = Arc::new(Mutex::new(Log::default()));
+    let provider = Recording {
+        inner: match spec.provider {
+            ProviderSpec::Fake => Box::new(FakeProvider::new(instance.fake.clone())),
+        },
+        log: log.clone(),
+    };
+    let mut sink = Sink(log.clone());
+    let mut turns = Vec::new();
+    let mut executions = Vec::new();
+    let mut infra_error: Option<(u64, String)> = None;
+
+    let instructions_path = workdir.join("AGENTS.md");
+    let config = EngineConfig {
+        mode: spec.mode,
+        model: scenario.model.clone(),
+        context: scenario.context,
+        tools: scenario.tools.clone(),
+        instructions_path: instructions_path.clone(),
+        session_dir: workdir.join("session"),
+        mutation: spec.mutation,
+    };
+    let engine = std::fs::write(&instructions_path, &scenario.instructions)
+        .map_err(|e| format!("writing {}: {e}", instructions_path.display()))
+        .and_then(|_| ReferenceEngine::create(config).map_err(|e| e.to_string()));
+    let mut engine: Box<dyn SystemUnderTest> = match engine {
+        Ok(e) => Box::new(e),
+        Err(e) => {
+            infra_error = Some((0, e));
+            Box::new(NullEngine)
+        }
+    };
+
+    if infra_error.is_none() {
+        for (index, step) in instance.steps.iter().enumerate() {
+            let index = index as u64;
+            lock(&log).step = index;
+            match step {
+                Step::Turn(turn) => {
+                    let mut tools = ScriptedTools {
+                        step: index,
+                        calls: turn.tool_rounds.iter().flatten().cloned().collect(),
+                        next: 0,
+                        executions: Vec::new(),
+                    };
+                    let before = lock(&log).items.len();
+                    let outcome = engine
+                        .run_turn(
+                            &turn.user,
+                            TurnIo {
+                                provider: &provider,
+                                tools: &mut tools,
+                                events: &mut sink,
+                            },
+                        )
+                        .await;
+                    let sent = lock(&log).items[before..]
+                        .iter()
+                        .filter(|(_, i)| matches!(i, LogItem::Exchange { .. }))
+                        .count();
+                    executions.extend(tools.executions);
+                    if let TurnOutcome::Errored { detail } = &outcome {
+                        infra_error.get_or_insert((index, detail.clone()));
+                    }
+                    turns.push((index, turn.user.clone(), outcome, sent, turn.probe.clone()));
+                    if infra_error.is_some() {
+                        break;
+                    }
+                }
+                Step::Restart => {
+                    if let Err(e) = engine.restart(&mut sink) {
+                        infra_error = Some((index, format!("restart failed: {e}")));
+                        break;
+                    }
+                }
+                Step::EditInstructions { text } => {
+                    if let Err(e) = std::fs::write(&instructions_path, text) {
+                        infra_error = Some((
+                            index,
+                            format!("writing {}: {e}", instructions_path.display()),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    let transcript = engine.transcript();
+    let transcript_hash = engine.transcript_hash();
+    drop(engine);
+    let items = std::mem::take(&mut lock(&log).items);
+    assemble(
+        spec,
+        seed,
+        instance.steps,
+        items,
+        turns,
+        executions,
+        transcript,
+        transcript_hash,
+        infra_error,
+        started_at,
+        t0.elapsed().as_millis() as u64,
+    )
+}
+
+/// Stands in when the engine could not even be created, so the trial still yields a record.
+struct NullEngine;
+
+#[async_trait::async_trait]
+impl SystemUnderTest for NullEngine {
+    fn name(&self) -> &str {
+        "none"
+    }
+    async fn run_turn(&mut self, _user: &str, _io: TurnIo<'_>) -> TurnOutcome {
+        TurnOutcome::Errored {
+            detail: "no engine".into(),
+        }
+    }
+    fn restart(&mut self, _events: &mut dyn EventSink) -> Result<(), crate::engine::EngineError> {
+        Ok(())
+    }
+    fn transcript(&self) -> Vec<Message> {
+        Vec::new()
+    }
+    fn transcript_hash(&self) -> String {
+        String::new()
+    }
+}
+
+type TurnTuple = (u64, String, TurnOutcome, usize, Option<Vec<String>>);
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    spec: &TrialSpec,
+    seed: u64,
+    steps: Vec<Step>,
+    items: Vec<(u64, LogItem)>,
+    turn_tuples: Vec<TurnTuple>,
+    tool_executions: Vec<ToolExecution>,
+    transcript: Vec<Message>,
+    transcript_hash: String,
+    infra_error: Option<(u64, String)>,
+    started_at: String,
+    elapsed_ms: u64,
+) -> TrialRecord {
+    let scenario = &spec.scenario;
+    let trial_id = spec.trial_id();
+    let estimator = RequestEstimator::new(scenario.model.estimator);
+    let mut messages: BTreeMap<String, Message> = BTreeMap::new();
+    let mut requests: Vec<RequestRecord> = Vec::new();
+    let mut events: Vec<EventRecord> = Vec::new();
+    let mut last_budget: Option<crate::engine::Budgeted> = None;
+    let mut warned = false;
+    let mut seq = 0u64;
+    let mut stats = TrialStats {
+        steps: steps.len() as u64,
+        ..Default::default()
+    };
+    let mut turn_requests: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+
+    let base_row = |step: u64, b: &Option<crate::engine::Budgeted>| RequestRow {
+        schema: REQUEST_SCHEMA.into(),
+        trial_id: trial_id.clone(),
+        scenario: scenario.id.clone(),
+        mode: spec.mode,
+        provider: spec.provider.name().into(),
+        model: scenario.model.model.clone(),
+        trial: spec.trial,
+        seq: 0,
+        step,
+        round: b.as_ref().map(|b| b.round).unwrap_or(0),
+        attempt: b.as_ref().map(|b| b.attempt).unwrap_or(1),
+        sent: false,
+        budget: b.as_ref().map(|b| b.budget).unwrap_or_default(),
+        estimator: b
+            .as_ref()
+            .map(|b| b.estimator.clone())
+            .unwrap_or_else(|| estimator.kind().as_str().into()),
+        estimation_method: b
+            .as_ref()
+            .map(|b| b.estimation_method.clone())
+            .unwrap_or_else(|| estimator.method().as_str().into()),
+        confidence: b
+            .as_ref()
+            .map(|b| b.confidence.clone())
+            .unwrap_or_else(|| estimator.confidence().as_str().into()),
+        observed_estimate: 0,
+        over_budget: false,
+        warned: false,
+        provider_input_tokens: None,
+        provider_output_tokens: None,
+        overflow_input_tokens: None,
+        error_kind: None,
+        retry_reason: b.as_ref().and_then(|b| b.retry_reason.clone()),
+        instruction_hash: b
+            .as_ref()
+            .map(|b| b.instruction_hash.clone())
+            .unwrap_or_default(),
+        checkpoint_id: b.as_ref().and_then(|b| b.checkpoint_id.clone()),
+        message_hashes: Vec::new(),
+        latency_ms: 0,
+    };
+
+    for (step, item) in items {
+        match item {
+            LogItem::Event(event) => {
+                match &event {
+                    EngineEvent::Budgeted(b) => {
+                        last_budget = Some(b.clone());
+                        warned = false;
+                    }
+                    EngineEvent::Warning { .. } => {
+                        warned = true;
+                        stats.warnings += 1;
+                    }
+                    EngineEvent::LimitReached { budget, .. } => {
+                        stats.limit_stops += 1;
+                        let mut row = base_row(step, &last_budget);
+                        row.budget = *budget;
+                        row.over_budget = budget.over_budget();
+                        row.warned = warned;
+                        requests.push(RequestRecord {
+                            row,
+                            tools: scenario.tools.len(),
+                            response: None,
+                            error: None,
+                        });
+                    }
+                    _ => {}
+                }
+                events.push(EventRecord {
+                    seq: events.len() as u64 + 1,
+                    step,
+                    event,
+                });
+            }
+            LogItem::Exchange {
+                request,
+                result,
+                latency_ms,
+            } => {
+                seq += 1;
+                let mut row = base_row(step, &last_budget);
+                row.seq = seq;
+                row.sent = true;
+                row.latency_ms = latency_ms;
+                row.observed_estimate = estimator.request_tokens(&request);
+                let declared_total = last_budget.as_ref().map(|b| b.budget.total).unwrap_or(0);
+                let available = last_budget
+                    .as_ref()
+                    .map(|b| b.budget.available_input)
+                    .unwrap_or(0);
+                // Over budget by the engine's own estimate or by ours of the exact request
+                // sent — an engine that under-declares cannot hide an over-budget request.
+                row.over_budget = last_budget.is_none()
+                    || declared_total.max(row.observed_estimate) > available;
+                row.warned = warned;
+                for m in &request.messages {
+                    let h = m.content_hash().to_hex();
+                    messages.entry(h.clone()).or_insert_with(|| m.clone());
+                    row.message_hashes.push(h);
+                }
+                stats.requests += 1;
+                if row.over_budget {
+                    stats.over_budget_requests += 1;
+                }
+                let (response, error) = match result {
+                    Ok(r) => {
+                        row.provider_input_tokens = Some(r.usage.input_tokens);
+                        row.provider_output_tokens = Some(r.usage.output_tokens);
+                        stats.total_input_tokens += r.usage.input_tokens;
+                        stats.total_output_tokens += r.usage.output_tokens;
+                        stats.peak_input_tokens = stats.peak_input_tokens.max(r.usage.input_tokens);
+                        (Some(r), None)
+                    }
+                    Err(e) => {
+                        row.error_kind = Some(e.kind().into());
+                        if let ProviderError::ContextOverflow { input_tokens, .. } = &e {
+                            row.overflow_input_tokens = *input_tokens;
+                            stats.provider_overflows += 1;
+                        } else {
+                            stats.provider_errors += 1;
+                        }
+                        (None, Some(e))
+                    }
+                };
+                turn_requests.entry(step).or_default().push(seq);
+                // One budget event covers one physical request.
+                last_budget = None;
+                warned = false;
+                requests.push(RequestRecord {
+                    row,
+                    tools: request.tools.len(),
+                    response,
+                    error,
+                });
+            }
+        }
+    }
+    if let Some(r) = requests.iter().find(|r| r.row.sent) {
+        stats.tool_schema_tokens = r.row.budget.tool_schemas;
+    }
+    for m in &transcript {
+        messages
+            .entry(m.content_hash().to_hex())
+            .or_insert_with(|| m.clone());
+    }
+    stats.transcript_messages = transcript.len() as u64;
+    stats.transcript_hash = if transcript_hash.is_empty() {
+        let mut h = Sha256::new();
+        for m in &transcript {
+            h.update(m.content_hash().0);
+        }
+        hex::encode(h.finalize())
+    } else {
+        transcript_hash
+    };
+
+    let mut turns = Vec::new();
+    let mut outcome = TrialOutcome {
+        status: OutcomeStatus::Success,
+        reason: String::new(),
+        step: None,
+        detail: String::new(),
+    };
+    for (step, user, o, _sent, probe) in turn_tuples {
+        let (status, reason, detail) = match &o {
+            TurnOutcome::Completed { .. } => {
+                stats.turns_completed += 1;
+                (OutcomeStatus::Success, String::new(), String::new())
+            }
+            TurnOutcome::LimitReached { reason, detail, .. } => {
+                stats.turns_failed += 1;
+                (OutcomeStatus::LimitReached, reason.clone(), detail.clone())
+            }
+            TurnOutcome::Failed { reason, detail } => {
+                stats.turns_failed += 1;
+                (OutcomeStatus::Failed, reason.clone(), detail.clone())
+            }
+            TurnOutcome::Errored { detail } => {
+                stats.turns_failed += 1;
+                (OutcomeStatus::Errored, "infrastructure".into(), detail.clone())
+            }
+        };
+        if outcome.status == OutcomeStatus::Success && status != OutcomeStatus::Success {
+            outcome = TrialOutcome {
+                status,
+                reason,
+                step: Some(step),
+                detail,
+            };
+        }
+        turns.push(TurnRecord {
+            step,
+            user,
+            outcome: o,
+            requests: turn_requests.remove(&step).unwrap_or_default(),
+            probe,
+        });
+    }
+    if let Some((step, detail)) = infra_error {
+        outcome = TrialOutcome {
+            status: OutcomeStatus::Errored,
+            reason: "infrastructure".into(),
+            step: Some(step),
+            detail,
+        };
+    }
+
+    TrialRecord {
+        trial_id,
+        scenario: scenario.id.clone(),
+        mode: spec.mode,
+        trial: spec.trial,
+        seed,
+        provider: spec.provider.name().into(),
+        model: scenario.model.model.clone(),
+        steps,
+        requests,
+        events,
+        turns,
+        tool_executions,
+        messages,
+        transcript,
+        outcome,
+        stats,
+        started_at,
+        elapsed_ms,
+    }
+}

@@ -1,0 +1,94 @@
+//! The request projection: which messages the next request carries, in which order, and
+//! what each category costs (seed 000 §Context model, §Token budget).
+//!
+//! Order: current effective instructions; conversation memory (a checkpoint, if any);
+//! recent verbatim conversation; the current user request; then this run's continuation
+//! (assistant tool calls and tool results). Tool definitions travel beside the messages.
+//! The transcript itself is never touched: a projection is derived, not stored.
+
+use ctxbench_adapters::estimate::RequestEstimator;
+use ctxbench_adapters::{ContentHash, Message, ModelRequest, ToolDefinition};
+
+use crate::budget::BudgetBreakdown;
+use crate::instructions::InstructionSnapshot;
+use crate::session::Entry;
+
+/// The inputs of one projection.
+pub struct ProjectionInput<'a> {
+    /// Frozen instructions of this run.
+    pub instructions: &'a InstructionSnapshot,
+    /// Conversation memory message (checkpoint), if any, with its hash.
+    pub memory: Option<(&'a Message, ContentHash)>,
+    /// Verbatim history before the current turn.
+    pub history: &'a [Entry],
+    /// The current turn's messages: its user message first, then continuation.
+    pub current: &'a [Entry],
+    /// Advertised tools.
+    pub tools: &'a [ToolDefinition],
+    /// Model id.
+    pub model: &'a str,
+    /// Context window.
+    pub window: u64,
+    /// Requested output allowance.
+    pub requested_output: u64,
+    /// Safety buffer.
+    pub buffer: u64,
+}
+
+/// A request and its estimated budget.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    /// The request to send.
+    pub request: ModelRequest,
+    /// Its budget by category.
+    pub budget: BudgetBreakdown,
+    /// Verbatim transcript messages included (history + current turn).
+    pub retained_messages: u64,
+}
+
+/// Build the request and estimate every category with the (cached) estimator.
+pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Projection {
+    let mut budget = BudgetBreakdown::new(input.window, input.requested_output, input.buffer);
+    let mut messages = Vec::with_capacity(2 + input.history.len() + input.current.len());
+
+    if !input.instructions.text.is_empty() {
+        let m = Message::system(input.instructions.text.clone());
+        budget.instructions = estimator.message_tokens(&m, &instruction_message_hash(input.instructions));
+        messages.push(m);
+    }
+    if let Some((m, h)) = input.memory {
+        budget.memory = estimator.message_tokens(m, &h);
+        messages.push(m.clone());
+    }
+    for e in input.history {
+        budget.recent_tail += estimator.message_tokens(&e.message, &e.hash);
+        messages.push(e.message.clone());
+    }
+    for (i, e) in input.current.iter().enumerate() {
+        let t = estimator.message_tokens(&e.message, &e.hash);
+        if i == 0 {
+            budget.current_request += t;
+        } else {
+            budget.continuation += t;
+        }
+        messages.push(e.message.clone());
+    }
+    budget.tool_schemas = estimator.tools_tokens(input.tools);
+    budget.framing = estimator.request_priming();
+    let budget = budget.with_total();
+    Projection {
+        request: ModelRequest {
+            model: input.model.to_string(),
+            messages,
+            tools: input.tools.to_vec(),
+            max_output_tokens: u32::try_from(input.requested_output).unwrap_or(u32::MAX),
+        },
+        budget,
+        retained_messages: (input.history.len() + input.current.len()) as u64,
+    }
+}
+
+/// The content hash of the system message carrying an instruction snapshot.
+pub fn instruction_message_hash(snapshot: &InstructionSnapshot) -> ContentHash {
+    Message::system(snapshot.text.clone()).content_hash()
+}

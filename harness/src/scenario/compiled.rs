@@ -1,0 +1,201 @@
+//! The validated, resolved form of a scenario, and its per-trial instantiation.
+//!
+//! [`Scenario`] is what the loader returns after strict parsing and cross-checks.
+//! [`Scenario::instantiate`] expands repeat blocks, substitutes `{i}` and `{fact:…}`
+//! placeholders and generates seeded filler, giving the flat [`Step`] list the driver plays
+//! and the [`FakeScript`] the fake provider plays. The same seed gives byte-identical steps
+//! in every mode, so requests can be paired per step across modes.
+
+use ctxbench_adapters::capabilities::ModelCapabilities;
+use ctxbench_adapters::fake::FakeScript;
+use ctxbench_adapters::ToolDefinition;
+use serde::{Deserialize, Serialize};
+
+use crate::mode::Mode;
+
+/// A validated scenario (not yet expanded).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Unique id within a suite.
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// Longer description.
+    pub description: String,
+    /// Tags, e.g. `long-session`.
+    pub tags: Vec<String>,
+    /// Modes this scenario runs in (default: all).
+    pub modes: Vec<Mode>,
+    /// Where it came from (a path, or `builtin:<name>`), for messages.
+    pub source: String,
+    /// SHA-256 of the source text.
+    pub source_hash: String,
+    /// Resolved model facts (declared, or from the capability table, with provenance).
+    pub model: ModelCapabilities,
+    /// Context configuration (seed 000 §Token budget).
+    pub context: ContextConfig,
+    /// Initial instructions (the AGENTS.md equivalent).
+    pub instructions: String,
+    /// Advertised tools, synthetic catalogues already generated.
+    pub tools: Vec<ToolDefinition>,
+    /// Secret values that must never leave redaction.
+    pub secrets: Vec<String>,
+    /// Seeded facts.
+    pub facts: Vec<Fact>,
+    /// Faults to inject.
+    pub faults: Vec<Fault>,
+    /// What the graders check.
+    pub expect: Expectations,
+    /// The script, unexpanded; see [`Scenario::instantiate`].
+    pub(crate) script: Vec<crate::scenario::model::ScriptStep>,
+}
+
+/// Context configuration; every value in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextConfig {
+    /// Output allowance requested on every call.
+    pub reserved_output_tokens: u64,
+    /// Safety buffer; the larger of this and the output allowance is reserved once.
+    pub buffer_tokens: u64,
+    /// Budget of the verbatim recent tail (compact mode).
+    pub recent_tail_tokens: u64,
+    /// Target size of a checkpoint summary (compact mode).
+    pub summary_target_tokens: u64,
+}
+
+impl Default for ContextConfig {
+    /// Forge's documented defaults (seed 000 §Budget calculation).
+    fn default() -> Self {
+        ContextConfig {
+            reserved_output_tokens: 4096,
+            buffer_tokens: 8192,
+            recent_tail_tokens: 12000,
+            summary_target_tokens: 1200,
+        }
+    }
+}
+
+/// A seeded fact: a durable constraint or decision, how it is stated, and how it is probed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// Id, unique within the scenario.
+    pub id: String,
+    /// Every wording that states it, oldest first (`states` then each `updates` entry).
+    /// The newest one placed in the conversation is the right answer. Empty: never stated.
+    pub statements: Vec<String>,
+    /// The probe question.
+    pub question: String,
+    /// What a correct answer looks like.
+    pub expect: AnswerCheck,
+}
+
+/// How a probe answer is checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerCheck {
+    /// The answer equals this text (trimmed, case-insensitive).
+    Exact(String),
+    /// The answer contains this text (case-insensitive).
+    Contains(String),
+    /// The answer matches this regular expression.
+    Regex(String),
+    /// The answer contains one of these (case-insensitive).
+    OneOf(Vec<String>),
+    /// The fact was never stated: the right answer is "unknown".
+    Abstain,
+}
+
+/// A fault to inject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Fault {
+    /// The provider rejects the N-th physical request (1-based) with a context overflow.
+    ProviderOverflow {
+        /// 1-based request number within the trial.
+        at_request: u64,
+    },
+}
+
+/// What the graders check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectations {
+    /// Graders to apply, with parameters.
+    pub graders: Vec<GraderSpec>,
+    /// Expected terminal outcome.
+    pub outcome: ExpectedOutcome,
+}
+
+/// One grader to apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraderSpec {
+    /// Grader name, e.g. `recall`.
+    pub name: String,
+    /// Modes it applies to (empty: all the scenario's modes).
+    pub modes: Vec<Mode>,
+    /// Grader-specific parameters (a YAML mapping, as JSON).
+    pub params: serde_json::Value,
+}
+
+/// The expected terminal outcome of a trial, per mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ExpectedOutcome {
+    /// Every turn completes.
+    Success,
+    /// The run stops with `limit_reached`; `before_provider_call` means zero provider calls
+    /// for the turn that hit the limit.
+    LimitReached {
+        /// Whether no provider call may be made for the stopping turn.
+        before_provider_call: bool,
+    },
+    /// Whatever happens; only the graders judge.
+    Any,
+}
+
+/// One step of an instantiated script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Step {
+    /// A user turn: the runtime sends requests until the model answers with text.
+    Turn(Turn),
+    /// Persist, drop all in-memory state, reload from disk.
+    Restart,
+    /// Replace the instruction file's content; effective from the next run (turn).
+    EditInstructions {
+        /// The new full instruction text.
+        text: String,
+    },
+}
+
+/// A user turn and what is scripted for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// The user's message.
+    pub user: String,
+    /// Tool calls with their scripted results, in the order the model makes them.
+    pub tool_rounds: Vec<Vec<ScriptedCall>>,
+    /// The final assistant text (None: the fake provider answers a short default).
+    pub reply: Option<String>,
+    /// When this turn is a probe: the fact ids asked, in question order.
+    pub probe: Option<Vec<String>>,
+}
+
+/// One scripted tool call and the result the runtime's tool returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedCall {
+    /// Tool name.
+    pub name: String,
+    /// JSON arguments.
+    pub arguments: serde_json::Value,
+    /// The result text the tool returns.
+    pub result: String,
+}
+
+/// A scenario expanded for one trial.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// The flat script.
+    pub steps: Vec<Step>,
+    /// What the fake provider plays (derived from `steps`, facts and faults).
+    pub fake: FakeScript,
+}

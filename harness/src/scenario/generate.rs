@@ -1,0 +1,369 @@
+//! Deterministic generated content: filler text and synthetic tool catalogues.
+//!
+//! Everything here is a pure function of (seed, key, sizes, counter). Randomness comes from
+//! `ChaCha8Rng` seeded by SHA-256 of a domain tag, the seed and a stable key — never from
+//! `std`'s hasher or iteration order, which may change between Rust versions — so the same
+//! scenario and seed give byte-identical text on every platform and release.
+//!
+//! Sizes are measured with the caller's token counter (the fake provider's tokenizer), so
+//! "600 tokens of code" means 600 tokens to the provider that enforces the window.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::template::FillerKind;
+use ctxbench_adapters::ToolDefinition;
+
+/// A deterministic RNG for (`domain`, `seed`, `key`).
+pub(crate) fn rng_for(domain: &str, seed: u64, key: &str) -> ChaCha8Rng {
+    let mut h = Sha256::new();
+    h.update(b"ctxbench.scenario.");
+    h.update(domain.as_bytes());
+    h.update([0]);
+    h.update(seed.to_le_bytes());
+    h.update(key.as_bytes());
+    ChaCha8Rng::from_seed(h.finalize().into())
+}
+
+const WORDS: &[&str] = &[
+    "the", "module", "request", "handler", "returns", "a", "value", "when", "cache", "is",
+    "empty", "we", "should", "check", "that", "every", "test", "passes", "before", "merging",
+    "branch", "into", "main", "config", "file", "loads", "from", "disk", "and", "parses",
+    "each", "entry", "error", "path", "keeps", "its", "context", "so", "caller", "can",
+    "retry", "later", "with", "backoff", "queue", "drains", "slowly", "under", "load",
+    "worker", "thread", "picks", "next", "job", "after", "previous", "one", "finishes",
+    "schema", "migration", "adds", "column", "index", "table", "query", "plan", "uses",
+    "scan", "instead", "of", "lookup", "this", "change", "touches", "three", "files",
+    "review", "notes", "mention", "naming", "style", "docs", "need", "update", "for",
+    "new", "flag", "default", "stays", "off", "until", "release", "build", "script",
+    "runs", "lints", "formatter", "on", "commit", "logs", "show", "warning", "about",
+    "deprecated", "call", "site", "in", "parser", "tokenizer", "splits", "input", "at",
+    "whitespace", "but", "keeps", "quoted", "strings", "intact", "benchmark", "shows",
+    "small", "regression", "hot", "loop", "allocation", "can", "be", "hoisted", "out",
+    "timeout", "fires", "if", "server", "does", "not", "answer", "within", "budget",
+    "client", "sends", "header", "once", "per", "session", "state", "machine", "moves",
+    "to", "done", "only", "all", "steps", "succeed", "otherwise", "it", "records", "reason",
+];
+
+const IDENTS: &[&str] = &[
+    "buf", "cfg", "ctx", "entry", "item", "key", "len", "node", "offset", "path", "req",
+    "resp", "row", "state", "token", "value", "count", "index", "limit", "batch", "cursor",
+    "handle", "result", "source", "target", "queue", "writer", "reader", "cache", "span",
+];
+
+const TYPES: &[&str] = &[
+    "Config", "Request", "Response", "Entry", "Node", "Session", "Buffer", "Cursor", "Record",
+    "Batch", "Handle", "Token", "Span", "Index", "Store",
+];
+
+const VERBS: &[&str] = &[
+    "load", "parse", "flush", "read", "write", "merge", "split", "apply", "check", "build",
+    "resolve", "encode", "decode", "insert", "remove", "update", "render", "collect",
+];
+
+fn pick<'a>(rng: &mut ChaCha8Rng, from: &[&'a str]) -> &'a str {
+    from[rng.random_range(0..from.len())]
+}
+
+/// Appends one sentence of prose (capitalised, ending with a period) as space-separated
+/// pieces, each piece carrying its trailing separator.
+fn prose_sentence(rng: &mut ChaCha8Rng, out: &mut Vec<String>) {
+    let n = rng.random_range(6..15);
+    for k in 0..n {
+        let w = pick(rng, WORDS);
+        let mut piece = if k == 0 {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+                None => String::new(),
+            }
+        } else {
+            w.to_string()
+        };
+        piece.push_str(if k + 1 == n { ". " } else { " " });
+        out.push(piece);
+    }
+}
+
+/// Appends one line of Rust-like code as pieces (split at spaces; the last ends in `\n`).
+fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
+    let indent = "    ".repeat(*depth);
+    let a = pick(rng, IDENTS);
+    let b = pick(rng, IDENTS);
+    let t = pick(rng, TYPES);
+    let v = pick(rng, VERBS);
+    let line = match (rng.random_range(0..10u32), *depth) {
+        (0, 0) | (1, 0) | (2, 0) => {
+            *depth = 1;
+            format!("pub fn {v}_{a}({b}: &{t}) -> Result<{t}, Error> {{")
+        }
+        (_, 0) => format!("use crate::{a}::{t};"),
+        (0, d) if d < 3 => {
+            *depth += 1;
+            format!("{indent}if {a}.len() > {} {{", rng.random_range(1..512u32))
+        }
+        (1, _) => {
+            *depth -= 1;
+            "    ".repeat(*depth) + "}"
+        }
+        (2, _) => {
+            let w1 = pick(rng, WORDS);
+            let w2 = pick(rng, WORDS);
+            let w3 = pick(rng, WORDS);
+            format!("{indent}// {w1} {w2} {w3}")
+        }
+        (3, _) => format!("{indent}let {a} = {b}.{v}()?;"),
+        (4, _) => format!("{indent}let mut {a} = {t}::with_capacity({b}.len());"),
+        (5, _) => format!("{indent}{a}.{v}(&{b})?;"),
+        (6, _) => format!("{indent}return Ok({t}::from({a}));"),
+        (7, _) => format!("{indent}for {a} in {b}.iter() {{ {a}.{v}()?; }}"),
+        (8, _) => format!("{indent}debug_assert!(!{a}.is_empty(), \"{v} {b}\");"),
+        _ => format!("{indent}let {a}: {t} = {b}.{v}_{a}({});", rng.random_range(0..64u32)),
+    };
+    let mut parts = line.split(' ').peekable();
+    while let Some(p) = parts.next() {
+        let sep = if parts.peek().is_some() { " " } else { "\n" };
+        out.push(format!("{p}{sep}"));
+    }
+}
+
+/// About `tokens` tokens of filler of `kind`, seeded by (`seed`, `key`).
+///
+/// The result is the longest prefix of a generated piece stream (words for prose, words of
+/// lines for code) whose count is at most `tokens` — so it is within one word of the
+/// target — with trailing whitespace removed. Cost: one counter call per piece to
+/// over-generate, then a binary search of ~log2(pieces) whole-text counts.
+pub(crate) fn filler(
+    seed: u64,
+    key: &str,
+    tokens: u64,
+    kind: FillerKind,
+    counter: &dyn Fn(&str) -> u64,
+) -> String {
+    if tokens == 0 {
+        return String::new();
+    }
+    let mut rng = rng_for("filler", seed, &format!("{}/{key}", kind.as_str()));
+    let mut pieces: Vec<String> = Vec::new();
+    let mut depth = 0usize;
+    let target = tokens.saturating_add(tokens / 4).saturating_add(8);
+    let mut estimate = 0u64;
+    let mut more = |pieces: &mut Vec<String>, estimate: &mut u64| {
+        let before = pieces.len();
+        match kind {
+            FillerKind::Prose => prose_sentence(&mut rng, pieces),
+            FillerKind::Code => code_line(&mut rng, &mut depth, pieces),
+        }
+        for p in &pieces[before..] {
+            *estimate += counter(p).max(1);
+        }
+    };
+    while estimate < target {
+        more(&mut pieces, &mut estimate);
+    }
+    // The per-piece estimate may undercount what the whole text costs for some tokenizers;
+    // make sure the full stream really reaches the target before searching it.
+    let mut rounds = 0;
+    while counter(&pieces.concat()) < tokens && rounds < 64 {
+        let goal = estimate.saturating_mul(2);
+        while estimate < goal {
+            more(&mut pieces, &mut estimate);
+        }
+        rounds += 1;
+    }
+    let render = |k: usize| -> String {
+        let s: String = pieces[..k].concat();
+        s.trim_end().to_string()
+    };
+    // Largest k with counter(render(k)) <= tokens.
+    let (mut lo, mut hi) = (0usize, pieces.len());
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if counter(&render(mid)) <= tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    render(lo.max(1))
+}
+
+const PROPERTY_NAMES: &[(&str, &str)] = &[
+    ("path", "string"),
+    ("query", "string"),
+    ("limit", "integer"),
+    ("offset", "integer"),
+    ("recursive", "boolean"),
+    ("encoding", "string"),
+    ("timeout_ms", "integer"),
+    ("branch", "string"),
+    ("pattern", "string"),
+    ("include_hidden", "boolean"),
+    ("max_results", "integer"),
+    ("format", "string"),
+    ("language", "string"),
+    ("dry_run", "boolean"),
+    ("workspace", "string"),
+    ("cursor", "string"),
+    ("page_size", "integer"),
+    ("sort_by", "string"),
+    ("ascending", "boolean"),
+    ("labels", "array"),
+    ("owner", "string"),
+    ("repository", "string"),
+    ("commit", "string"),
+    ("since", "string"),
+    ("until", "string"),
+    ("verbose", "boolean"),
+    ("retries", "integer"),
+    ("environment", "string"),
+    ("region", "string"),
+    ("tags", "array"),
+];
+
+/// The synthetic catalogue `{prefix}001 …`: `count` tools whose compact JSON definition
+/// (`name`, `description`, `parameters`) is about `schema_tokens` tokens each — the first
+/// size at or above the target, so at most one property over.
+///
+/// Seeded by (`seed`, `prefix`, tool number) only, so a tool does not change when the
+/// catalogue grows or another catalogue is added before it.
+pub(crate) fn tool_catalogue(
+    prefix: &str,
+    count: u64,
+    schema_tokens: u64,
+    seed: u64,
+    counter: &dyn Fn(&str) -> u64,
+) -> Vec<ToolDefinition> {
+    (1..=count)
+        .map(|n| synthetic_tool(prefix, n, schema_tokens, seed, counter))
+        .collect()
+}
+
+fn tool_tokens(name: &str, description: &str, parameters: &Value, counter: &dyn Fn(&str) -> u64) -> u64 {
+    let v = json!({"name": name, "description": description, "parameters": parameters});
+    counter(&v.to_string())
+}
+
+fn synthetic_tool(
+    prefix: &str,
+    n: u64,
+    schema_tokens: u64,
+    seed: u64,
+    counter: &dyn Fn(&str) -> u64,
+) -> ToolDefinition {
+    let name = format!("{prefix}{n:03}");
+    let mut rng = rng_for("tool", seed, &name);
+    let verb = pick(&mut rng, VERBS);
+    let object = pick(&mut rng, TYPES).to_lowercase();
+    let mut words = Vec::new();
+    prose_sentence(&mut rng, &mut words);
+    let description = format!(
+        "{}s a {object} in the workspace. {}",
+        capitalise(verb),
+        words.concat().trim_end()
+    );
+    let mut properties = Map::new();
+    let mut required: Vec<Value> = Vec::new();
+    let start = rng.random_range(0..PROPERTY_NAMES.len());
+    let mut k = 0usize;
+    let params = |properties: &Map<String, Value>, required: &[Value]| {
+        json!({"type": "object", "properties": properties, "required": required})
+    };
+    while tool_tokens(&name, &description, &params(&properties, &required), counter)
+        < schema_tokens
+        && k < 4096
+    {
+        let (pname, ptype) = PROPERTY_NAMES[(start + k) % PROPERTY_NAMES.len()];
+        let round = k / PROPERTY_NAMES.len();
+        let pname = if round == 0 {
+            pname.to_string()
+        } else {
+            format!("{pname}_{}", round + 1)
+        };
+        let mut doc = Vec::new();
+        prose_sentence(&mut rng, &mut doc);
+        let mut prop = Map::new();
+        prop.insert("type".into(), Value::String(ptype.to_string()));
+        if ptype == "array" {
+            prop.insert("items".into(), json!({"type": "string"}));
+        }
+        prop.insert(
+            "description".into(),
+            Value::String(doc.concat().trim_end().to_string()),
+        );
+        if k < 2 {
+            required.push(Value::String(pname.clone()));
+        }
+        properties.insert(pname, Value::Object(prop));
+        k += 1;
+    }
+    ToolDefinition {
+        name,
+        description,
+        parameters: params(&properties, &required),
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> u64 {
+        s.split_whitespace().count() as u64
+    }
+
+    fn quarter(s: &str) -> u64 {
+        (s.len() as u64).div_ceil(4)
+    }
+
+    #[test]
+    fn filler_is_deterministic_and_close_to_size() {
+        for kind in [FillerKind::Prose, FillerKind::Code] {
+            for counter in [&words as &dyn Fn(&str) -> u64, &quarter] {
+                for n in [1u64, 7, 80, 600, 3000] {
+                    let a = filler(42, "s0/r3", n, kind, counter);
+                    let b = filler(42, "s0/r3", n, kind, counter);
+                    assert_eq!(a, b);
+                    let c = counter(&a);
+                    assert!(c <= n || n < 3, "{kind:?} {n}: {c}");
+                    assert!(c + 12 >= n, "{kind:?} {n}: only {c}");
+                }
+            }
+        }
+        assert_ne!(
+            filler(1, "k", 100, FillerKind::Prose, &words),
+            filler(2, "k", 100, FillerKind::Prose, &words)
+        );
+        assert_ne!(
+            filler(1, "k", 100, FillerKind::Prose, &words),
+            filler(1, "j", 100, FillerKind::Prose, &words)
+        );
+    }
+
+    #[test]
+    fn catalogue_is_deterministic_sized_and_named() {
+        let a = tool_catalogue("plugin_", 5, 120, 0, &quarter);
+        let b = tool_catalogue("plugin_", 5, 120, 0, &quarter);
+        assert_eq!(a, b);
+        assert_eq!(a[0].name, "plugin_001");
+        assert_eq!(a[4].name, "plugin_005");
+        for t in &a {
+            let c = tool_tokens(&t.name, &t.description, &t.parameters, &quarter);
+            assert!((120..220).contains(&c), "{}: {c}", t.name);
+        }
+        // Growing the catalogue does not change the existing tools.
+        let bigger = tool_catalogue("plugin_", 8, 120, 0, &quarter);
+        assert_eq!(&bigger[..5], &a[..]);
+        assert_ne!(tool_catalogue("plugin_", 1, 120, 1, &quarter)[0], a[0]);
+    }
+}

@@ -1,0 +1,364 @@
+//! The YAML shape of a scenario file, exactly as written, with source locations.
+//!
+//! Every struct denies unknown keys. Values that later cross-checks need to point at are
+//! wrapped in [`Spanned`] so a problem found after parsing still has a line and column.
+//! Alternatives ("a text or `{filler: …}`", "a name or `{name, …}`") are hand-written
+//! visitors rather than `#[serde(untagged)]`, because untagged enums lose both the spans
+//! and the error message ("data did not match any variant").
+//!
+//! Numbers that must be positive are read as `i64` so `-5` gets "must be at least 1" instead
+//! of serde's "invalid u64".
+
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
+
+use super::template::FillerKind;
+use crate::mode::Mode;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawScenario {
+    pub(crate) version: Option<Spanned<i64>>,
+    pub(crate) id: Spanned<String>,
+    pub(crate) title: Option<Spanned<String>>,
+    pub(crate) description: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) tags: Vec<Spanned<String>>,
+    pub(crate) modes: Option<Spanned<Vec<Spanned<Mode>>>>,
+    pub(crate) model: Spanned<RawModel>,
+    pub(crate) context: Option<Spanned<RawContext>>,
+    pub(crate) instructions: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) tools: Vec<Spanned<RawTool>>,
+    #[serde(default)]
+    pub(crate) secrets: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) facts: Vec<Spanned<RawFact>>,
+    pub(crate) script: Spanned<Vec<Spanned<RawStep>>>,
+    #[serde(default)]
+    pub(crate) faults: Vec<Spanned<RawFault>>,
+    pub(crate) expect: Option<Spanned<RawExpect>>,
+}
+
+/// `model:` — either declared numbers or a capability-table reference; which keys may be
+/// combined is checked after parsing, so the message can say exactly what is wrong.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    pub(crate) context_window: Option<Spanned<i64>>,
+    pub(crate) max_output: Option<Spanned<i64>>,
+    pub(crate) estimator: Option<Spanned<String>>,
+    pub(crate) id: Option<Spanned<String>>,
+    pub(crate) capability: Option<Spanned<String>>,
+}
+
+/// `context:` — per-scenario overrides of the budget defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawContext {
+    pub(crate) reserved_output_tokens: Option<Spanned<i64>>,
+    pub(crate) buffer_tokens: Option<Spanned<i64>>,
+    pub(crate) recent_tail_tokens: Option<Spanned<i64>>,
+    pub(crate) summary_target_tokens: Option<Spanned<i64>>,
+}
+
+/// One `tools:` entry: a literal tool (`name`, `description`, `parameters`) or
+/// `generate: {…}`; the combination is checked after parsing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTool {
+    pub(crate) name: Option<Spanned<String>>,
+    pub(crate) description: Option<Spanned<String>>,
+    pub(crate) parameters: Option<Spanned<serde_json::Value>>,
+    pub(crate) generate: Option<Spanned<RawGenerate>>,
+}
+
+/// `generate:` — a synthetic tool catalogue.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGenerate {
+    pub(crate) count: Spanned<i64>,
+    pub(crate) schema_tokens: Spanned<i64>,
+    pub(crate) prefix: Option<Spanned<String>>,
+    pub(crate) seed: Option<Spanned<u64>>,
+}
+
+/// One `facts:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFact {
+    pub(crate) id: Spanned<String>,
+    pub(crate) states: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) updates: Vec<Spanned<String>>,
+    pub(crate) question: Spanned<String>,
+    pub(crate) expect: Spanned<RawAnswer>,
+}
+
+/// A fact's `expect:` — a single-key mapping.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum RawAnswer {
+    Exact(String),
+    Contains(String),
+    Regex(String),
+    OneOf(Vec<String>),
+    Abstain(bool),
+}
+
+/// One script step. Every kind is a key; exactly one kind per step (plus `steps` with
+/// `repeat`) is checked after parsing so the error can name the offending keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStep {
+    pub(crate) user: Option<Spanned<String>>,
+    pub(crate) assistant: Option<Spanned<RawContent>>,
+    pub(crate) tool_calls: Option<Spanned<Vec<Spanned<RawCall>>>>,
+    pub(crate) probe: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub(crate) restart: Option<Spanned<Empty>>,
+    pub(crate) edit_instructions: Option<Spanned<RawEdit>>,
+    pub(crate) repeat: Option<Spanned<i64>>,
+    pub(crate) steps: Option<Spanned<Vec<Spanned<RawStep>>>>,
+}
+
+impl RawStep {
+    /// The step-kind keys present, in declaration order (not `steps`).
+    pub(crate) fn kinds(&self) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        if self.user.is_some() {
+            k.push("user");
+        }
+        if self.assistant.is_some() {
+            k.push("assistant");
+        }
+        if self.tool_calls.is_some() {
+            k.push("tool_calls");
+        }
+        if self.probe.is_some() {
+            k.push("probe");
+        }
+        if self.restart.is_some() {
+            k.push("restart");
+        }
+        if self.edit_instructions.is_some() {
+            k.push("edit_instructions");
+        }
+        if self.repeat.is_some() {
+            k.push("repeat");
+        }
+        k
+    }
+}
+
+/// Makes `restart:` with a null value count as present (plain `Option` would read it as
+/// absent).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Spanned<Empty>>, D::Error> {
+    Spanned::<Empty>::deserialize(d).map(Some)
+}
+
+/// A value that must be empty: `{}` or nothing.
+#[derive(Debug)]
+pub(crate) struct Empty;
+
+impl<'de> Deserialize<'de> for Empty {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Empty;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an empty mapping `{}`")
+            }
+            fn visit_unit<E>(self) -> Result<Empty, E> {
+                Ok(Empty)
+            }
+            fn visit_none<E>(self) -> Result<Empty, E> {
+                Ok(Empty)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Empty, A::Error> {
+                match map.next_key::<String>()? {
+                    Some(k) => Err(de::Error::custom(format!(
+                        "`restart` takes no options, found `{k}`, expected `restart: {{}}`"
+                    ))),
+                    None => Ok(Empty),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `edit_instructions:` — `{set: text}` or `{append: text}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum RawEdit {
+    Set(Spanned<String>),
+    Append(Spanned<String>),
+}
+
+/// One call of a `tool_calls:` round.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCall {
+    pub(crate) call: Spanned<RawCallSpec>,
+    pub(crate) result: Spanned<RawContent>,
+}
+
+/// `call:` — which tool, with which arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCallSpec {
+    pub(crate) name: Spanned<String>,
+    pub(crate) args: Option<Spanned<serde_json::Value>>,
+}
+
+/// A text, or `{filler: {tokens, kind}}`.
+#[derive(Debug)]
+pub(crate) enum RawContent {
+    Text(String),
+    Filler(Spanned<RawFiller>),
+}
+
+/// `filler:` — generated text.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFiller {
+    pub(crate) tokens: Spanned<i64>,
+    #[serde(default)]
+    pub(crate) kind: FillerKind,
+}
+
+impl<'de> Deserialize<'de> for RawContent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawContent;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a text, or `{filler: {tokens: N, kind: prose|code}}`")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<RawContent, E> {
+                Ok(RawContent::Text(s.to_string()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<RawContent, E> {
+                Ok(RawContent::Text(s))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawContent, A::Error> {
+                let Some(key) = map.next_key::<String>()? else {
+                    return Err(de::Error::custom(
+                        "empty mapping, expected a text, or `{filler: {tokens: N, kind: prose|code}}`",
+                    ));
+                };
+                if key != "filler" {
+                    return Err(de::Error::unknown_field(&key, &["filler"]));
+                }
+                let filler: Spanned<RawFiller> = map.next_value()?;
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "unexpected key `{extra}` next to `filler`, expected `{{filler: {{tokens: N, kind: prose|code}}}}` alone"
+                    )));
+                }
+                Ok(RawContent::Filler(filler))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One `faults:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFault {
+    pub(crate) at_request: Spanned<i64>,
+    pub(crate) provider: Spanned<RawProviderFault>,
+}
+
+/// What the provider does at the faulty request.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawProviderFault {
+    Overflow,
+}
+
+/// `expect:` — graders and the terminal outcome.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExpect {
+    pub(crate) graders: Option<Spanned<Vec<Spanned<RawGrader>>>>,
+    pub(crate) outcome: Option<Spanned<RawOutcome>>,
+}
+
+/// `expect.outcome`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum RawOutcome {
+    Success,
+    Any,
+    LimitReached {
+        #[serde(default)]
+        before_provider_call: bool,
+    },
+}
+
+/// One grader: `name`, or `{name, modes?, params?}`.
+#[derive(Debug)]
+pub(crate) struct RawGrader {
+    pub(crate) name: Spanned<String>,
+    pub(crate) modes: Option<Vec<Spanned<Mode>>>,
+    pub(crate) params: Option<Spanned<serde_json::Value>>,
+}
+
+impl<'de> Deserialize<'de> for RawGrader {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const FIELDS: &[&str] = &["name", "modes", "params"];
+        impl<'de> Visitor<'de> for V {
+            type Value = RawGrader;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a grader name, or `{name: NAME, modes: [..], params: {..}}`")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<RawGrader, E> {
+                Ok(RawGrader {
+                    name: unspanned(s.to_string()),
+                    modes: None,
+                    params: None,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawGrader, A::Error> {
+                let mut name = None;
+                let mut modes = None;
+                let mut params = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value::<Spanned<String>>()?),
+                        "modes" => modes = Some(map.next_value::<Vec<Spanned<Mode>>>()?),
+                        "params" => {
+                            params = Some(map.next_value::<Spanned<serde_json::Value>>()?)
+                        }
+                        other => return Err(de::Error::unknown_field(other, FIELDS)),
+                    }
+                }
+                let name = name.ok_or_else(|| de::Error::missing_field("name"))?;
+                Ok(RawGrader {
+                    name,
+                    modes,
+                    params,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A value with an unknown location; replaced by the enclosing node's location by the
+/// validator (a plain-string grader is located by its list entry).
+fn unspanned<T>(value: T) -> Spanned<T> {
+    Spanned::new(
+        value,
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
+}

@@ -1,0 +1,441 @@
+//! Session persistence: the canonical transcript as an append-only ledger on disk.
+//!
+//! `transcript.jsonl` holds one record per line — a message or a turn boundary — each
+//! carrying its position and the running hash chain. `session.json` is a tiny snapshot
+//! (record count and chain head) replaced atomically (write to a temporary file, then
+//! rename) after every append, so a crash leaves either the old or the new state. On open,
+//! records beyond the snapshot's count (a torn or uncommitted append) are ignored and cut
+//! off, and the chain is verified: the transcript cannot be silently edited.
+//!
+//! Nothing here ever rewrites or deletes an earlier record.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use ctxbench_adapters::{ContentHash, Message};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+const SNAPSHOT: &str = "session.json";
+const LEDGER: &str = "transcript.jsonl";
+const SESSION_SCHEMA: &str = "ctxbench.session/1";
+
+/// Session persistence errors.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// Reading or writing a session file failed.
+    #[error("session file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A session file is not what we wrote.
+    #[error("session file {path} is corrupt: {detail}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Still running (or interrupted by a crash).
+    Open,
+    /// The model answered with final text.
+    Completed,
+    /// The turn ended without an answer (limit reached, provider failure).
+    Incomplete,
+}
+
+/// A turn's extent in the transcript: `[start, end)` message indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnSpan {
+    /// Index of the turn's user message.
+    pub start: usize,
+    /// One past its last message (equals the transcript length while open).
+    pub end: usize,
+    /// Status.
+    pub status: TurnStatus,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+enum LedgerRecord {
+    Message {
+        pos: u64,
+        hash: ContentHash,
+        chain: ContentHash,
+        message: Message,
+    },
+    TurnStart {
+        pos: u64,
+        start: usize,
+        chain: ContentHash,
+    },
+    TurnEnd {
+        pos: u64,
+        status: TurnStatus,
+        chain: ContentHash,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    schema: String,
+    records: u64,
+    chain: ContentHash,
+    messages: u64,
+}
+
+/// One transcript entry: the message and its content hash, computed once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The message.
+    pub message: Message,
+    /// Its content hash (the token-cache key).
+    pub hash: ContentHash,
+}
+
+/// The canonical transcript of one agent session, persisted under a directory.
+#[derive(Debug)]
+pub struct Session {
+    dir: PathBuf,
+    entries: Vec<Entry>,
+    turns: Vec<TurnSpan>,
+    chain: ContentHash,
+    records: u64,
+}
+
+fn chain_next(prev: &ContentHash, tag: &[u8], item: &[u8]) -> ContentHash {
+    let mut h = Sha256::new();
+    h.update(prev.0);
+    h.update(tag);
+    h.update(item);
+    ContentHash(h.finalize().into())
+}
+
+impl Session {
+    /// Start an empty session in `dir` (created if missing; an existing session is an error).
+    pub fn create(dir: &Path) -> Result<Self, SessionError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let ledger = dir.join(LEDGER);
+        if dir.join(SNAPSHOT).exists() {
+            return Err(SessionError::Corrupt {
+                path: dir.join(SNAPSHOT),
+                detail: "a session already exists here".into(),
+            });
+        }
+        File::create(&ledger).map_err(io_err(&ledger))?;
+        let s = Session {
+            dir: dir.to_path_buf(),
+            entries: Vec::new(),
+            turns: Vec::new(),
+            chain: ContentHash([0; 32]),
+            records: 0,
+        };
+        s.write_snapshot()?;
+        Ok(s)
+    }
+
+    /// Reload a session from disk, verifying the hash chain.
+    pub fn open(dir: &Path) -> Result<Self, SessionError> {
+        let snap_path = dir.join(SNAPSHOT);
+        let text = std::fs::read_to_string(&snap_path).map_err(io_err(&snap_path))?;
+        let snap: Snapshot = serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {
+            path: snap_path.clone(),
+            detail: e.to_string(),
+        })?;
+        if snap.schema != SESSION_SCHEMA {
+            return Err(SessionError::Corrupt {
+                path: snap_path,
+                detail: format!("unknown schema `{}`", snap.schema),
+            });
+        }
+        let ledger = dir.join(LEDGER);
+        let file = File::open(&ledger).map_err(io_err(&ledger))?;
+        let mut s = Session {
+            dir: dir.to_path_buf(),
+            entries: Vec::new(),
+            turns: Vec::new(),
+            chain: ContentHash([0; 32]),
+            records: 0,
+        };
+        let corrupt = |detail: String| SessionError::Corrupt {
+            path: ledger.clone(),
+            detail,
+        };
+        let mut committed_bytes: u64 = 0;
+        for line in BufReader::new(file).split(b'\n') {
+            if s.records == snap.records {
+                break;
+            }
+            let line = line.map_err(io_err(&ledger))?;
+            let rec: LedgerRecord = serde_json::from_slice(&line)
+                .map_err(|e| corrupt(format!("record {}: {e}", s.records)))?;
+            s.apply(rec).map_err(corrupt)?;
+            committed_bytes += line.len() as u64 + 1;
+        }
+        if s.records != snap.records || s.chain != snap.chain {
+            return Err(corrupt(format!(
+                "ledger has {} committed records with chain {}, snapshot says {} with chain {}",
+                s.records,
+                s.chain.short(),
+                snap.records,
+                snap.chain.short()
+            )));
+        }
+        // Cut off anything appended after the last committed snapshot.
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&ledger)
+            .map_err(io_err(&ledger))?;
+        f.set_len(committed_bytes).map_err(io_err(&ledger))?;
+        Ok(s)
+    }
+
+    fn apply(&mut self, rec: LedgerRecord) -> Result<(), String> {
+        let expect_pos = self.records;
+        match rec {
+            LedgerRecord::Message {
+                pos,
+                hash,
+                chain,
+                message,
+            } => {
+                if pos != expect_pos {
+                    return Err(format!("record at position {pos}, expected {expect_pos}"));
+                }
+                if message.content_hash() != hash {
+                    return Err(format!("message {pos} does not match its hash"));
+                }
+                let next = chain_next(&self.chain, b"m", &hash.0);
+                if next != chain {
+                    return Err(format!("hash chain broken at record {pos}"));
+                }
+                self.chain = next;
+                self.entries.push(Entry { message, hash });
+                if let Some(t) = self.turns.last_mut() {
+                    if t.status == TurnStatus::Open {
+                        t.end = self.entries.len();
+                    }
+                }
+            }
+            LedgerRecord::TurnStart { pos, start, chain } => {
+                if pos != expect_pos {
+                    return Err(format!("record at position {pos}, expected {expect_pos}"));
+                }
+                let next = chain_next(&self.chain, b"s", &(start as u64).to_le_bytes());
+                if next != chain {
+                    return Err(format!("hash chain broken at record {pos}"));
+                }
+                self.chain = next;
+                self.turns.push(TurnSpan {
+                    start,
+                    end: start,
+                    status: TurnStatus::Open,
+                });
+            }
+            LedgerRecord::TurnEnd { pos, status, chain } => {
+                if pos != expect_pos {
+                    return Err(format!("record at position {pos}, expected {expect_pos}"));
+                }
+                let tag: &[u8] = match status {
+                    TurnStatus::Open => b"o",
+                    TurnStatus::Completed => b"c",
+                    TurnStatus::Incomplete => b"i",
+                };
+                let next = chain_next(&self.chain, b"e", tag);
+                if next != chain {
+                    return Err(format!("hash chain broken at record {pos}"));
+                }
+                self.chain = next;
+                let n = self.entries.len();
+                if let Some(t) = self.turns.last_mut() {
+                    t.end = n;
+                    t.status = status;
+                }
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    fn append_record(&mut self, rec: LedgerRecord) -> Result<(), SessionError> {
+        let ledger = self.dir.join(LEDGER);
+        let mut line = serde_json::to_vec(&rec).map_err(|e| SessionError::Corrupt {
+            path: ledger.clone(),
+            detail: e.to_string(),
+        })?;
+        line.push(b'\n');
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(&ledger)
+            .map_err(io_err(&ledger))?;
+        f.write_all(&line).map_err(io_err(&ledger))?;
+        f.flush().map_err(io_err(&ledger))?;
+        self.apply(rec).map_err(|detail| SessionError::Corrupt {
+            path: ledger.clone(),
+            detail,
+        })?;
+        self.write_snapshot()
+    }
+
+    fn write_snapshot(&self) -> Result<(), SessionError> {
+        let snap = Snapshot {
+            schema: SESSION_SCHEMA.into(),
+            records: self.records,
+            chain: self.chain,
+            messages: self.entries.len() as u64,
+        };
+        let path = self.dir.join(SNAPSHOT);
+        let bytes = serde_json::to_vec(&snap).map_err(|e| SessionError::Corrupt {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        write_atomic(&path, &bytes).map_err(io_err(&path))
+    }
+
+    /// Append a message to the transcript; returns its content hash.
+    pub fn append(&mut self, message: Message) -> Result<ContentHash, SessionError> {
+        let hash = message.content_hash();
+        let chain = chain_next(&self.chain, b"m", &hash.0);
+        self.append_record(LedgerRecord::Message {
+            pos: self.records,
+            hash,
+            chain,
+            message,
+        })?;
+        Ok(hash)
+    }
+
+    /// Open a turn whose user message is the next one to be appended.
+    pub fn begin_turn(&mut self) -> Result<(), SessionError> {
+        let start = self.entries.len();
+        let chain = chain_next(&self.chain, b"s", &(start as u64).to_le_bytes());
+        self.append_record(LedgerRecord::TurnStart {
+            pos: self.records,
+            start,
+            chain,
+        })
+    }
+
+    /// Close the open turn.
+    pub fn end_turn(&mut self, status: TurnStatus) -> Result<(), SessionError> {
+        let tag: &[u8] = match status {
+            TurnStatus::Open => b"o",
+            TurnStatus::Completed => b"c",
+            TurnStatus::Incomplete => b"i",
+        };
+        let chain = chain_next(&self.chain, b"e", tag);
+        self.append_record(LedgerRecord::TurnEnd {
+            pos: self.records,
+            status,
+            chain,
+        })
+    }
+
+    /// The transcript, in order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Turn spans, in order.
+    pub fn turns(&self) -> &[TurnSpan] {
+        &self.turns
+    }
+
+    /// Head of the hash chain over every record so far.
+    pub fn chain_head(&self) -> ContentHash {
+        self.chain
+    }
+
+    /// The directory the session lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, flushed and
+/// synced, then renamed over the target.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reopen_restores_transcript_and_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path()).unwrap();
+        s.begin_turn().unwrap();
+        s.append(Message::user("hello")).unwrap();
+        s.append(Message::assistant("hi")).unwrap();
+        s.end_turn(TurnStatus::Completed).unwrap();
+        let head = s.chain_head();
+        drop(s);
+        let r = Session::open(dir.path()).unwrap();
+        assert_eq!(r.entries().len(), 2);
+        assert_eq!(r.chain_head(), head);
+        assert_eq!(
+            r.turns(),
+            &[TurnSpan {
+                start: 0,
+                end: 2,
+                status: TurnStatus::Completed
+            }]
+        );
+    }
+
+    #[test]
+    fn uncommitted_tail_is_cut_and_edits_are_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path()).unwrap();
+        s.append(Message::user("one")).unwrap();
+        drop(s);
+        // A torn append after the last snapshot.
+        let ledger = dir.path().join(LEDGER);
+        let mut f = OpenOptions::new().append(true).open(&ledger).unwrap();
+        f.write_all(b"{\"record\":\"mess").unwrap();
+        drop(f);
+        let mut s = Session::open(dir.path()).unwrap();
+        assert_eq!(s.entries().len(), 1);
+        s.append(Message::user("two")).unwrap();
+        drop(s);
+        assert_eq!(Session::open(dir.path()).unwrap().entries().len(), 2);
+        // Editing a committed message breaks the chain.
+        let text = std::fs::read_to_string(&ledger).unwrap().replace("one", "0ne");
+        std::fs::write(&ledger, text).unwrap();
+        assert!(matches!(
+            Session::open(dir.path()),
+            Err(SessionError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,173 @@
+//! Run storage: an append-only run directory (see [`schema`] for the files and rows).
+//!
+//! A finished trial's rows are appended and flushed together, trial row last, so the
+//! presence of a trial row means the trial's data is complete. Messages are stored once per
+//! run by content hash, with secrets redacted before they are written.
+
+pub mod schema;
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use schema::{EventRow, Manifest, MessageRow, RequestRow, TrialRow};
+
+/// File names inside a run directory.
+pub mod files {
+    /// The manifest.
+    pub const MANIFEST: &str = "manifest.json";
+    /// Trial rows.
+    pub const TRIALS: &str = "trials.jsonl";
+    /// Request rows.
+    pub const REQUESTS: &str = "requests.jsonl";
+    /// Event rows.
+    pub const EVENTS: &str = "events.jsonl";
+    /// Message store.
+    pub const MESSAGES: &str = "messages.jsonl";
+}
+
+/// Run storage errors.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// File I/O failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Serializing a row failed.
+    #[error("{path}: cannot serialize row: {source}")]
+    Serialize {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// The directory already holds a run.
+    #[error("{0} already holds a run (manifest.json exists); choose another --out or use --resume")]
+    Exists(PathBuf),
+}
+
+/// Writer of one run directory.
+pub struct RunStore {
+    dir: PathBuf,
+    trials: File,
+    requests: File,
+    events: File,
+    messages: File,
+    written_messages: HashSet<String>,
+}
+
+fn open_append(path: &Path) -> Result<File, StorageError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| StorageError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+impl RunStore {
+    /// Create a new run directory and write its manifest (before any trial runs).
+    pub fn create(dir: &Path, manifest: &Manifest) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|source| StorageError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if dir.join(files::MANIFEST).exists() {
+            return Err(StorageError::Exists(dir.to_path_buf()));
+        }
+        write_manifest(dir, manifest)?;
+        Self::open(dir)
+    }
+
+    fn open(dir: &Path) -> Result<Self, StorageError> {
+        let messages_path = dir.join(files::MESSAGES);
+        let mut written_messages = HashSet::new();
+        if let Ok(f) = File::open(&messages_path) {
+            for line in BufReader::new(f).lines().map_while(Result::ok) {
+                if let Ok(row) = serde_json::from_str::<MessageRow>(&line) {
+                    written_messages.insert(row.hash);
+                }
+            }
+        }
+        Ok(RunStore {
+            dir: dir.to_path_buf(),
+            trials: open_append(&dir.join(files::TRIALS))?,
+            requests: open_append(&dir.join(files::REQUESTS))?,
+            events: open_append(&dir.join(files::EVENTS))?,
+            messages: open_append(&messages_path)?,
+            written_messages,
+        })
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Append one finished trial: messages, requests, events, then the trial row; flushed.
+    pub fn append_trial(
+        &mut self,
+        trial: &TrialRow,
+        requests: &[RequestRow],
+        events: &[EventRow],
+        messages: Vec<MessageRow>,
+    ) -> Result<(), StorageError> {
+        let mut buf = Vec::new();
+        for m in messages {
+            if self.written_messages.insert(m.hash.clone()) {
+                push_line(&mut buf, &m, &self.dir.join(files::MESSAGES))?;
+            }
+        }
+        write_all(&mut self.messages, &buf, &self.dir.join(files::MESSAGES))?;
+        buf.clear();
+        for r in requests {
+            push_line(&mut buf, r, &self.dir.join(files::REQUESTS))?;
+        }
+        write_all(&mut self.requests, &buf, &self.dir.join(files::REQUESTS))?;
+        buf.clear();
+        for e in events {
+            push_line(&mut buf, e, &self.dir.join(files::EVENTS))?;
+        }
+        write_all(&mut self.events, &buf, &self.dir.join(files::EVENTS))?;
+        buf.clear();
+        push_line(&mut buf, trial, &self.dir.join(files::TRIALS))?;
+        write_all(&mut self.trials, &buf, &self.dir.join(files::TRIALS))
+    }
+}
+
+fn push_line<T: serde::Serialize>(buf: &mut Vec<u8>, row: &T, path: &Path) -> Result<(), StorageError> {
+    serde_json::to_writer(&mut *buf, row).map_err(|source| StorageError::Serialize {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    buf.push(b'\n');
+    Ok(())
+}
+
+fn write_all(f: &mut File, buf: &[u8], path: &Path) -> Result<(), StorageError> {
+    f.write_all(buf)
+        .and_then(|_| f.flush())
+        .map_err(|source| StorageError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Write (replace atomically) `manifest.json`.
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {
+    let path = dir.join(files::MANIFEST);
+    let bytes = serde_json::to_vec_pretty(manifest).map_err(|source| StorageError::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    crate::session::write_atomic(&path, &bytes).map_err(|source| StorageError::Io { path, source })
+}

@@ -1,0 +1,136 @@
+//! Command-line flags, as close to what the user types as possible (stage one of two).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
+/// recovery) against a deterministic fake provider, and gate on the evidence.
+#[derive(Debug, Parser)]
+#[command(name = "ctxbench", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the suite (built in by default) in every mode and write runs/<id>/ with its report.
+    Run(RunArgs),
+    /// Check scenario files; every problem with file:line:column and what was expected.
+    Validate(ValidateArgs),
+    /// (Re)build the report of one or more run directories (shards merge).
+    Report(ReportArgs),
+    /// Evaluate the gates of a run; exit 0 pass, 1 fail, 3 cannot evaluate.
+    Gate(GateArgs),
+    /// List the scenarios of a suite with their tags.
+    List(ListArgs),
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressArg {
+    /// A bar on a terminal, plain lines otherwise.
+    Auto,
+    /// Plain periodic lines.
+    Plain,
+    /// Nothing.
+    None,
+}
+
+/// `ctxbench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario file or directory (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub suite: Option<PathBuf>,
+    /// Only these scenario ids (repeatable).
+    #[arg(long = "scenario", value_name = "ID")]
+    pub scenarios: Vec<String>,
+    /// Only scenarios with one of these tags (repeatable).
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Modes to run, comma-separated (`compact` lands with the compaction engine).
+    #[arg(long, value_delimiter = ',', default_value = "off,warn", value_name = "MODES")]
+    pub modes: Vec<String>,
+    /// Provider: `fake` (deterministic, in process).
+    #[arg(long, default_value = "fake", value_name = "PROVIDER")]
+    pub provider: String,
+    /// Trials per scenario × mode.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub trials: u32,
+    /// Concurrent trials (default: number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Run seed: the same seed gives byte-identical requests and CSVs (timing columns aside).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Gates file (default: the built-in gates); registered in the manifest before the run.
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// Run directory (default: runs/<run-id>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Progress display.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub progress: ProgressArg,
+    /// Print only the verdict line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `ctxbench validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Scenario files or directories (default: the built-in suite).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `ctxbench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run directories (several shards merge into one report).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Gates file (default: the built-in gates).
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// Output directory (default: <first RUN_DIR>/report).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `ctxbench gate`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Run directory.
+    #[arg(value_name = "RUN_DIR")]
+    pub run: PathBuf,
+    /// Gates file (default: the gates registered in the run's manifest, else the built-in
+    /// gates).
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// Print the gate report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ctxbench list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Scenario file or directory (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub suite: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

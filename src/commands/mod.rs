@@ -1,0 +1,20 @@
+//! One module per command; each resolves its flags into a plan, then runs it.
+
+mod gate;
+mod list;
+mod report;
+mod run;
+mod validate;
+
+use crate::cli::{Cli, Command};
+
+/// Run the parsed command; returns the exit code.
+pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Validate(a) => validate::validate(a),
+        Command::Report(a) => report::report(a),
+        Command::Gate(a) => gate::gate(a),
+        Command::List(a) => list::list(a),
+    }
+}
