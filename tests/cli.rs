@@ -1,1 +1,246 @@
+//! End-to-end tests: run the `ctxbench` binary as a user would.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ctxbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ctxbench")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const SMALL: &str = r#"
+id: small
+title: "Small <b>recall</b> & budget"
+tags: [recall]
+model: {context_window: 8192, max_output: 512}
+context: {reserved_output_tokens: 512, buffer_tokens: 1024}
+instructions: "You are a coding agent."
+tools:
+  - name: read_file
+    description: Read a file.
+    parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+facts:
+  - id: db
+    states: "All storage must use PostgreSQL 16."
+    question: "Which database must all storage use?"
+    expect: {contains: PostgreSQL}
+script:
+  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 12
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 400, kind: code}}
+      - assistant: "Read part {i}."
+  - probe: [db]
+expect:
+  graders: [recall, budget, limit-honest]
+  outcome: any
+"#;
+
+fn small_suite(dir: &Path) -> PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(suite.join("small.yaml"), SMALL).unwrap();
+    suite
+}
+
+/// Drop the timing columns (documented in docs/report-columns.md) from a CSV.
+fn without_timing(csv: &str) -> String {
+    let timing = ["run_id", "started_at", "elapsed_ms", "latency_ms"];
+    let rows = csv_split(csv);
+    let header = rows.first().cloned().unwrap_or_default();
+    let keep: Vec<usize> = (0..header.len())
+        .filter(|&i| !timing.contains(&header[i].as_str()))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<&str> = keep.iter().filter_map(|&i| row.get(i).map(|s| s.as_str())).collect();
+        out.push_str(&cells.join("\u{1f}"));
+        out.push('\n');
+    }
+    out
+}
+
+/// Minimal CSV splitter that honours quotes (test-only; the report writes RFC 4180).
+fn csv_split(csv: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut cell = String::new();
+    let mut quoted = false;
+    let mut chars = csv.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cell.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => row.push(std::mem::take(&mut cell)),
+            ('\n', false) => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (c, _) => cell.push(c),
+        }
+    }
+    if !cell.is_empty() || !row.is_empty() {
+        row.push(cell);
+        rows.push(row);
+    }
+    rows
+}
+
+#[test]
+fn run_writes_run_dir_and_report_and_is_deterministic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = small_suite(tmp.path());
+    let mut outputs = Vec::new();
+    for name in ["a", "b"] {
+        let out = ctxbench(
+            tmp.path(),
+            &[
+                "run",
+                "--suite",
+                suite.to_str().unwrap(),
+                "--seed",
+                "42",
+                "--out",
+                name,
+                "--progress",
+                "none",
+            ],
+        );
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 3)),
+            "{}",
+            text(&out)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("verdict"), "{}", text(&out));
+        let run = tmp.path().join(name);
+        for f in ["manifest.json", "trials.jsonl", "requests.jsonl", "events.jsonl", "messages.jsonl"] {
+            assert!(run.join(f).is_file(), "missing {f}\n{}", text(&out));
+        }
+        for f in ["index.html", "trials.csv", "requests.csv", "summary.csv", "gates.json"] {
+            assert!(run.join("report").join(f).is_file(), "missing report/{f}");
+        }
+        outputs.push(run);
+    }
+    for f in ["trials.csv", "requests.csv"] {
+        let a = std::fs::read_to_string(outputs[0].join("report").join(f)).unwrap();
+        let b = std::fs::read_to_string(outputs[1].join("report").join(f)).unwrap();
+        assert_eq!(without_timing(&a), without_timing(&b), "{f} differs between two runs with the same seed");
+    }
+    // Warn mode: every over-budget request was preceded by a warning; requests.csv has
+    // estimate and provider usage for every answered request.
+    let requests = std::fs::read_to_string(outputs[0].join("report/requests.csv")).unwrap();
+    let rows = csv_split(&requests);
+    let header = &rows[0];
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (mode, sent, over, warned, input, total, err) = (
+        col("mode"), col("sent"), col("over_budget"), col("warned"),
+        col("provider_input_tokens"), col("est_total"), col("error_kind"),
+    );
+    let mut warn_over = 0;
+    for r in &rows[1..] {
+        if r[mode] == "warn" && r[sent] == "true" && r[over] == "true" {
+            warn_over += 1;
+            assert_eq!(r[warned], "true", "unwarned over-budget request in warn: {r:?}");
+        }
+        if r[sent] == "true" {
+            assert!(!r[total].is_empty());
+            assert!(!r[input].is_empty() || !r[err].is_empty(), "answered request without usage: {r:?}");
+        }
+    }
+    assert!(warn_over > 0, "the fixture should push warn over budget");
+    // Off mode grows until the provider rejects a request with its typed overflow.
+    assert!(rows[1..].iter().any(|r| r[mode] == "off" && r[err] == "context_overflow"));
+    // Untrusted scenario text is escaped in the HTML.
+    let html = std::fs::read_to_string(outputs[0].join("report/index.html")).unwrap();
+    assert!(!html.contains("<b>recall</b>"));
+    assert!(html.contains("Content-Security-Policy"));
+}
+
+#[test]
+fn validate_reports_located_errors_and_runs_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "id: bad\ntitle: Bad\nmodel: {context_window: 8192, max_output: 512}\ninstructions: x\nscript:\n  - user: hi\n    colour: blue\n",
+    )
+    .unwrap();
+    let out = ctxbench(tmp.path(), &["validate", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml:"), "{}", text(&out));
+    assert!(err.contains("colour"), "{}", text(&out));
+    // And `run` refuses the same file before running anything.
+    let out = ctxbench(tmp.path(), &["run", "--suite", bad.to_str().unwrap(), "--out", "r"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!tmp.path().join("r").exists());
+}
+
+#[test]
+fn validate_rejects_hostile_files_without_panicking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("bomb.yaml", bomb.as_bytes().to_vec()),
+        ("deep.yaml", deep.into_bytes()),
+        ("garbage.yaml", (0..4096u32).map(|i| (i * 2654435761u32 >> 24) as u8).collect()),
+        ("empty.yaml", Vec::new()),
+    ];
+    for (name, bytes) in files {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let out = ctxbench(tmp.path(), &["validate", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(name), "{name}: {}", text(&out));
+        assert!(!err.contains("panicked"), "{name}: {}", text(&out));
+    }
+}
+
+#[test]
+fn builtin_suite_validates_and_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ctxbench(tmp.path(), &["validate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = ctxbench(tmp.path(), &["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for id in ["long-recall", "schema-pressure", "instruction-change"] {
+        assert!(s.contains(id), "{id} missing from list:\n{s}");
+    }
+}
+
+#[test]
+fn compact_fails_clearly_and_bad_flags_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ctxbench(tmp.path(), &["run", "--modes", "compact", "--out", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("compact"));
+    assert!(!tmp.path().join("x").exists());
+    let out = ctxbench(tmp.path(), &["run", "--modes", "sideways"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = ctxbench(tmp.path(), &["gate", "no-such-dir"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}

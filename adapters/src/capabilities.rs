@@ -139,16 +139,64 @@ static TABLE: [TableEntry; 16] = [
     entry("gpt-4o", 128_000, 16_384, O200kBase, OPENAI_GPT4O),
     entry("gpt-4o-mini", 128_000, 16_384, O200kBase, OPENAI_GPT4O_MINI),
     entry("gpt-4.1", 1_047_576, 32_768, O200kBase, OPENAI_GPT41),
-    entry("gpt-4.1-mini", 1_047_576, 32_768, O200kBase, OPENAI_GPT41_MINI),
+    entry(
+        "gpt-4.1-mini",
+        1_047_576,
+        32_768,
+        O200kBase,
+        OPENAI_GPT41_MINI,
+    ),
     entry("o3", 200_000, 100_000, O200kBase, OPENAI_O3),
     entry("o4-mini", 200_000, 100_000, O200kBase, OPENAI_O4_MINI),
-    entry("claude-sonnet-4", 200_000, 64_000, Conservative, ANTHROPIC_MODELS),
-    entry("claude-sonnet-4-20250514", 200_000, 64_000, Conservative, ANTHROPIC_MODELS),
-    entry("claude-opus-4", 200_000, 32_000, Conservative, ANTHROPIC_MODELS),
-    entry("claude-opus-4-20250514", 200_000, 32_000, Conservative, ANTHROPIC_MODELS),
-    entry("claude-3-5-haiku", 200_000, 8_192, Conservative, ANTHROPIC_MODELS),
-    entry("claude-3-5-haiku-20241022", 200_000, 8_192, Conservative, ANTHROPIC_MODELS),
-    entry("deepseek-chat", 131_072, 8_192, Conservative, DEEPSEEK_MODELS),
+    entry(
+        "claude-sonnet-4",
+        200_000,
+        64_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-sonnet-4-20250514",
+        200_000,
+        64_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-opus-4",
+        200_000,
+        32_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-opus-4-20250514",
+        200_000,
+        32_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-haiku",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-haiku-20241022",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "deepseek-chat",
+        131_072,
+        8_192,
+        Conservative,
+        DEEPSEEK_MODELS,
+    ),
 ];
 
 /// Every built-in entry, in table order.
@@ -237,9 +285,18 @@ mod tests {
 
     #[test]
     fn lookup_is_exact_and_case_sensitive() {
-        for id in ["GPT-4o", "gpt-4o-2024-08-06", "gpt-4", " gpt-4o", "Fake-16k"] {
+        for id in [
+            "GPT-4o",
+            "gpt-4o-2024-08-06",
+            "gpt-4",
+            " gpt-4o",
+            "Fake-16k",
+        ] {
             assert!(
-                matches!(lookup(id).provenance, Provenance::ConservativeFallback { .. }),
+                matches!(
+                    lookup(id).provenance,
+                    Provenance::ConservativeFallback { .. }
+                ),
                 "{id} must not match a table entry"
             );
         }

@@ -390,7 +390,10 @@ mod tests {
         assert_eq!(e.count_text(""), 0);
         assert_eq!(e.count_text("hello world"), 2);
         // The tiktoken README example.
-        assert_eq!(e.count_text("This is a test         with a lot of spaces"), 10);
+        assert_eq!(
+            e.count_text("This is a test         with a lot of spaces"),
+            10
+        );
         assert_eq!(
             e.count_text("The quick brown fox jumps over the lazy dog"),
             9

@@ -8,6 +8,37 @@
 //! It does **not** know about scenarios, modes, budgets or graders: the harness compiles a
 //! scenario into a [`fake::FakeScript`] and hands it over; the engine only ever sees
 //! requests and responses.
+//!
+//! ## Example: one scripted turn on the fake provider
+//!
+//! ```
+//! use ctxbench_adapters::fake::{FakeProvider, FakeReply, FakeScript, FakeTurn};
+//! use ctxbench_adapters::{FinishReason, Message, ModelRequest, Provider};
+//!
+//! let script = FakeScript {
+//!     model: "fake-16k".into(),
+//!     context_window: 16_384,
+//!     turns: vec![FakeTurn {
+//!         user: "Hello?".into(),
+//!         replies: vec![FakeReply::Text { text: "Hi there.".into() }],
+//!     }],
+//!     ..FakeScript::default()
+//! };
+//! let provider = FakeProvider::new(script);
+//! let request = ModelRequest {
+//!     model: "fake-16k".into(),
+//!     messages: vec![Message::system("Be brief."), Message::user("Hello?")],
+//!     tools: vec![],
+//!     max_output_tokens: 256,
+//! };
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let response = runtime.block_on(provider.complete(&request)).unwrap();
+//! assert_eq!(response.message.content, "Hi there.");
+//! assert_eq!(response.finish_reason, FinishReason::Stop);
+//! // Usage is the provider's own count, which a client estimate only approximates.
+//! assert_eq!(response.usage.input_tokens, provider.true_input_tokens(&request));
+//! ```
 #![deny(missing_docs)]
 
 pub mod capabilities;

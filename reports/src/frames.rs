@@ -173,7 +173,10 @@ pub fn requests_frame(run: &RunData) -> Result<DataFrame, ReportError> {
         column("seq", u(|r| r.seq)),
         column("step", u(|r| r.step)),
         column("round", u(|r| r.round)),
-        column("attempt", rs.iter().map(|r| r.attempt).collect::<Vec<u32>>()),
+        column(
+            "attempt",
+            rs.iter().map(|r| r.attempt).collect::<Vec<u32>>(),
+        ),
         column("sent", rs.iter().map(|r| r.sent).collect::<Vec<bool>>()),
         column("window", u(|r| r.budget.window)),
         column("requested_output", u(|r| r.budget.requested_output)),
@@ -261,7 +264,11 @@ pub fn requests_frame(run: &RunData) -> Result<DataFrame, ReportError> {
         .lazy()
         .with_columns([
             when(known.clone())
-                .then(when(diff.clone().lt(lit(0i64))).then(lit(0i64) - diff.clone()).otherwise(diff.clone()))
+                .then(
+                    when(diff.clone().lt(lit(0i64)))
+                        .then(lit(0i64) - diff.clone())
+                        .otherwise(diff.clone()),
+                )
                 .otherwise(lit(NULL).cast(DataType::Int64))
                 .alias("abs_error"),
             when(known)

@@ -22,8 +22,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use ctxbench_harness::storage::schema::{
-    Manifest, ManifestScenario, RequestRow, TrialRow, MANIFEST_SCHEMA, REQUEST_SCHEMA,
-    TRIAL_SCHEMA,
+    Manifest, ManifestScenario, RequestRow, TrialRow, MANIFEST_SCHEMA, REQUEST_SCHEMA, TRIAL_SCHEMA,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -44,7 +43,8 @@ pub struct RunSource {
 }
 
 /// Everything the report reads from one or more run directories (shards), merged and in
-/// a deterministic order.
+/// a deterministic order. Request rows are kept without their `message_hashes` (unused by
+/// the report, and the bulk of a long session's rows).
 ///
 /// Trials are sorted by `(scenario, mode, trial, trial_id)`; requests by their trial in
 /// that order, then `(step, round, attempt, seq)` — chronological within a trial, and
@@ -159,7 +159,10 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
     // Every kept request has a trial (orphans were dropped per directory).
     requests.sort_by_cached_key(|r| {
         (
-            order.get(r.trial_id.as_str()).copied().unwrap_or(usize::MAX),
+            order
+                .get(r.trial_id.as_str())
+                .copied()
+                .unwrap_or(usize::MAX),
             r.step,
             r.round,
             r.attempt,
@@ -223,31 +226,44 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
         return Err(e);
     }
 
-    // Keyed so a later copy of the same physical request replaces an earlier one.
-    let mut requests: BTreeMap<(String, u64, u64, u64, u32), RequestRow> = BTreeMap::new();
+    // A later copy of the same physical request replaces an earlier one. Keyed by the
+    // trial's index rather than its id, so the map holds no strings.
+    let trial_index: HashMap<&str, usize> = trials
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.trial_id.as_str(), i))
+        .collect();
+    let mut requests: Vec<RequestRow> = Vec::new();
+    let mut slot: HashMap<(usize, u64, u64, u64, u32), usize> = HashMap::new();
     let mut orphan_requests = 0;
     let mut duplicate_requests = 0;
     let torn_requests = read_jsonl::<RequestRow>(
         &dir.join("requests.jsonl"),
         REQUEST_SCHEMA,
         |r| &r.schema,
-        |_, row| {
-            if !seen.contains_key(&row.trial_id) {
+        |_, mut row| {
+            let Some(&t) = trial_index.get(row.trial_id.as_str()) else {
                 orphan_requests += 1;
                 return;
-            }
-            let key = (
-                row.trial_id.clone(),
-                row.seq,
-                row.step,
-                row.round,
-                row.attempt,
-            );
-            if requests.insert(key, row).is_some() {
-                duplicate_requests += 1;
+            };
+            // The report never reads message hashes, and in long sessions they dominate a
+            // row's size (one 64-char hash per message per request): not retained.
+            row.message_hashes = Vec::new();
+            let key = (t, row.seq, row.step, row.round, row.attempt);
+            match slot.get(&key) {
+                Some(&i) => {
+                    requests[i] = row;
+                    duplicate_requests += 1;
+                }
+                None => {
+                    slot.insert(key, requests.len());
+                    requests.push(row);
+                }
             }
         },
     )?;
+    drop(slot);
+    drop(trial_index);
 
     Ok(DirData {
         source: RunSource {
@@ -257,7 +273,7 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
             has_events: dir.join("events.jsonl").is_file(),
         },
         trials,
-        requests: requests.into_values().collect(),
+        requests,
         orphan_requests,
         duplicate_requests,
     })

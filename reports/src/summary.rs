@@ -102,7 +102,11 @@ pub fn summarize(trials: &DataFrame, requests: &DataFrame) -> Result<Vec<Summary
     rows.extend(aggregate(trials, requests, &["scenario", "mode"])?);
     let mode_pos = |m: Mode| Mode::ALL.iter().position(|&x| x == m).unwrap_or(usize::MAX);
     rows.sort_by(|a, b| {
-        (!a.is_suite(), &a.scope, mode_pos(a.mode)).cmp(&(!b.is_suite(), &b.scope, mode_pos(b.mode)))
+        (!a.is_suite(), &a.scope, mode_pos(a.mode)).cmp(&(
+            !b.is_suite(),
+            &b.scope,
+            mode_pos(b.mode),
+        ))
     });
     Ok(rows)
 }
@@ -194,7 +198,7 @@ fn aggregate(
             .as_materialized_series()
             .cast(&DataType::UInt64)?
             .u64()?
-            .into_iter()
+            .iter()
             .collect())
     };
     let f = |name: &str| -> Result<Vec<Option<f64>>, ReportError> {
@@ -203,7 +207,7 @@ fn aggregate(
             .as_materialized_series()
             .cast(&DataType::Float64)?
             .f64()?
-            .into_iter()
+            .iter()
             .collect())
     };
     let s = |name: &str| -> Result<Vec<Option<String>>, ReportError> {
@@ -211,7 +215,7 @@ fn aggregate(
             .column(name)?
             .as_materialized_series()
             .str()?
-            .into_iter()
+            .iter()
             .map(|o| o.map(str::to_string))
             .collect())
     };
@@ -239,9 +243,9 @@ fn aggregate(
     let mut rows = Vec::with_capacity(df.height());
     for i in 0..df.height() {
         let mode_text = modes[i].clone().unwrap_or_default();
-        let mode: Mode = mode_text.parse().map_err(|e: String| {
-            PolarsError::ComputeError(format!("summary: {e}").into())
-        })?;
+        let mode: Mode = mode_text
+            .parse()
+            .map_err(|e: String| PolarsError::ComputeError(format!("summary: {e}").into()))?;
         let trials = trials_n[i].unwrap_or(0);
         let passed = passed[i].unwrap_or(0);
         let errored = errored[i].unwrap_or(0);

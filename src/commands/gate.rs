@@ -10,19 +10,19 @@ pub fn resolve_gates(path: Option<&Path>, run: &Path) -> anyhow::Result<ctxbench
     if let Some(p) = path {
         let text = std::fs::read_to_string(p)
             .map_err(|e| exit::usage(format!("reading gates file {}: {e}", p.display())))?;
-        return ctxbench_reports::parse_gates(&p.display().to_string(), &text)
+        return ctxbench_reports::GatesFile::parse(&text, &p.display().to_string())
             .map_err(|e| exit::usage(e.to_string()));
     }
     let manifest = run.join("manifest.json");
     if let Ok(text) = std::fs::read_to_string(&manifest) {
         if let Ok(m) = serde_json::from_str::<ctxbench_harness::storage::schema::Manifest>(&text) {
             if let Some(g) = m.gates {
-                return ctxbench_reports::parse_gates(&g.source, &g.text)
+                return ctxbench_reports::GatesFile::parse(&g.text, &g.source)
                     .map_err(|e| exit::usage(e.to_string()));
             }
         }
     }
-    ctxbench_reports::parse_gates("builtin", ctxbench_reports::DEFAULT_GATES)
+    ctxbench_reports::GatesFile::parse(ctxbench_reports::DEFAULT_GATES, "builtin")
         .map_err(|e| exit::usage(e.to_string()))
 }
 
@@ -39,8 +39,20 @@ pub fn gate(args: GateArgs) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", ctxbench_reports::gates_table(&report));
+        for g in &report.gates {
+            let observed = g
+                .observed
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "—".into());
+            println!(
+                "  {:<32} {:<14} observed {:<10} {}",
+                g.name,
+                g.status.as_str(),
+                observed,
+                g.detail
+            );
+        }
         println!("{}", ctxbench_reports::verdict_line(&report));
     }
-    Ok(report.exit_code())
+    Ok(report.exit_code)
 }

@@ -14,7 +14,9 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
     let summary = ctxbench_reports::write_report(&args.runs, &out, &gates)
         .map_err(|e| exit::usage(e.to_string()))
         .with_context(|| format!("building the report in {}", out.display()))?;
-    print!("{}", summary.table);
+    for line in summary.mode_lines() {
+        println!("  {line}");
+    }
     println!("report: {}", out.join("index.html").display());
     println!("{}", ctxbench_reports::verdict_line(&summary.gates));
     Ok(exit::OK)

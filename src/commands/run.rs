@@ -78,7 +78,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         ),
         None => (ctxbench_reports::DEFAULT_GATES.to_string(), "builtin".to_string()),
     };
-    let gates = ctxbench_reports::parse_gates(&gates_source, &gates_text)
+    let gates = ctxbench_reports::GatesFile::parse(&gates_text, &gates_source)
         .map_err(|e| exit::usage(e.to_string()))?;
     let run_id = new_run_id(args.seed);
     let run_dir = args
@@ -101,7 +101,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             .unwrap_or_else(|| "builtin".into()),
         gates: Some(RegisteredGates {
             source: gates_source,
-            sha256: ctxbench_adapters::ContentHash::of_bytes(gates_text.as_bytes()).to_hex(),
+            sha256: ctxbench_reports::gates::sha256_hex(&gates_text),
             registered_at: now_rfc3339(),
             text: gates_text,
         }),
@@ -134,11 +134,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             totals.errored,
             run_dir.display()
         );
-        print!("{}", summary.table);
+        for line in summary.mode_lines() {
+            println!("  {line}");
+        }
         println!("report: {}", report_dir.join("index.html").display());
     }
     println!("{}", ctxbench_reports::verdict_line(&summary.gates));
-    Ok(summary.gates.exit_code())
+    Ok(summary.gates.exit_code)
 }
 
 fn now_rfc3339() -> String {

@@ -1,17 +1,24 @@
 //! The deterministic fake provider that CI runs on (PRODUCT.md §The fake provider).
 //!
+//! * [`FakeScript`] — what the harness compiles a scenario into (turns, facts, faults);
 //! * [`FakeTokenizer`] — the provider's own "true" tokenizer, deliberately not tiktoken;
-//! * [`FakeProvider`] — enforces the window, reports usage, plays a [`FakeScript`],
-//!   answers probes from the request only and reacts to authority claims;
-//! * [`answer_probe`] — the probe-answering rule as a pure function.
+//! * [`FakeProvider`] — enforces the window, reports usage, plays the script, answers
+//!   probes from the request only and acts on authority claims in trusted positions;
+//! * [`answer_probe`] / [`authority_claims`] — those two rules as pure functions, so graders
+//!   and tests can apply them without a provider.
 
-mod probe;
-mod provider;
-mod script;
-mod tokenizer;
+pub mod probe;
+pub mod provider;
+pub mod script;
+pub mod tokenizer;
 
 pub use probe::answer_probe;
-pub use provider::{FakeProvider, ACTING_ON_AUTHORITY};
+pub use provider::{
+    authority_claims, find_claims, FakeProvider, ACTING_ON_AUTHORITY, AUTHORITY_CLAIM_PATTERNS,
+    CLAIM_QUOTE_MAX_CHARS, FINAL_REPLY, UNSCRIPTED_REPLY,
+};
 pub use script::{FakeFact, FakeFault, FakeReply, FakeScript, FakeToolCall, FakeTurn};
-pub use tokenizer::FakeTokenizer;
-mod calib_scratch;
+pub use tokenizer::{
+    FakeTokenizer, FAKE_MESSAGE_FRAMING, FAKE_REQUEST_FRAMING, FAKE_TOOL_CALL_FRAMING,
+    FAKE_TOOL_DEFINITION_FRAMING,
+};

@@ -74,7 +74,7 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
         messages.push(e.message.clone());
     }
     budget.tool_schemas = estimator.tools_tokens(input.tools);
-    budget.framing = estimator.request_priming();
+    budget.framing = RequestEstimator::request_priming();
     let budget = budget.with_total();
     Projection {
         request: ModelRequest {

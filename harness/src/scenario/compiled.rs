@@ -81,7 +81,8 @@ pub struct Fact {
     /// Id, unique within the scenario.
     pub id: String,
     /// Every wording that states it, oldest first (`states` then each `updates` entry).
-    /// The newest one placed in the conversation is the right answer. Empty: never stated.
+    /// The last one is the right answer (the loader checks that `expect` matches it and
+    /// that every statement is placed somewhere in the session). Empty: never stated.
     pub statements: Vec<String>,
     /// The probe question.
     pub question: String,

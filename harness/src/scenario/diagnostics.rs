@@ -160,6 +160,47 @@ impl<'a> Reporter<'a> {
         self.found.push(d);
     }
 
+    /// Records a problem about `needle` (e.g. a placeholder) inside the node at `at`,
+    /// pointing at the needle itself when it can be found in the node's source text.
+    pub(crate) fn error_in(
+        &mut self,
+        at: Option<Location>,
+        needle: &str,
+        message: impl Into<String>,
+        expected: Option<String>,
+    ) {
+        let d = match at.and_then(|l| self.find_in(l, needle)) {
+            Some((line, column)) => {
+                self.at_line(Some(line), Some(column), message.into(), expected)
+            }
+            None => self.make(at, message.into(), expected),
+        };
+        self.found.push(d);
+    }
+
+    /// Line and column of the first `needle` in the source of the node at `at`: within its
+    /// span when the span has a length (scalars), else within the next 4 KiB (collections,
+    /// whose span is only their start).
+    fn find_in(&self, at: Location, needle: &str) -> Option<(usize, usize)> {
+        let span = at.span();
+        let start = usize::try_from(span.byte_offset()?).ok()?;
+        let len = span
+            .byte_len()
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(4096);
+        let end = start.saturating_add(len).min(self.text.len());
+        let hay = self.text.get(start..end)?;
+        let k = hay.find(needle)?;
+        let before = &hay[..k];
+        let line = usize::try_from(at.line()).ok()? + before.matches('\n').count();
+        let column = match before.rfind('\n') {
+            Some(nl) => before[nl + 1..].chars().count() + 1,
+            None => usize::try_from(at.column()).ok()? + before.chars().count(),
+        };
+        Some((line, column))
+    }
+
     /// A diagnostic at `at`, not recorded.
     pub(crate) fn make(
         &self,
@@ -241,10 +282,19 @@ fn improve_yaml_message(message: String, expected: Option<String>) -> (String, O
         return (
             format!("{message} (scenario files are parsed with fixed limits)"),
             Some(
-                "a scenario under the documented limits: at most 64 levels of nesting, \
+                "a scenario under the documented limits: at most 48 levels of nesting, \
                  one document, few anchors/aliases"
                     .to_string(),
             ),
+        );
+    }
+    if let Some(field) = message
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        return (
+            format!("missing required key `{field}`"),
+            Some(format!("a `{field}:` entry in this mapping")),
         );
     }
     if message == "expected mapping start" && expected.is_none() {

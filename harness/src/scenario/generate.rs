@@ -28,29 +28,169 @@ pub(crate) fn rng_for(domain: &str, seed: u64, key: &str) -> ChaCha8Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "module", "request", "handler", "returns", "a", "value", "when", "cache", "is",
-    "empty", "we", "should", "check", "that", "every", "test", "passes", "before", "merging",
-    "branch", "into", "main", "config", "file", "loads", "from", "disk", "and", "parses",
-    "each", "entry", "error", "path", "keeps", "its", "context", "so", "caller", "can",
-    "retry", "later", "with", "backoff", "queue", "drains", "slowly", "under", "load",
-    "worker", "thread", "picks", "next", "job", "after", "previous", "one", "finishes",
-    "schema", "migration", "adds", "column", "index", "table", "query", "plan", "uses",
-    "scan", "instead", "of", "lookup", "this", "change", "touches", "three", "files",
-    "review", "notes", "mention", "naming", "style", "docs", "need", "update", "for",
-    "new", "flag", "default", "stays", "off", "until", "release", "build", "script",
-    "runs", "lints", "formatter", "on", "commit", "logs", "show", "warning", "about",
-    "deprecated", "call", "site", "in", "parser", "tokenizer", "splits", "input", "at",
-    "whitespace", "but", "keeps", "quoted", "strings", "intact", "benchmark", "shows",
-    "small", "regression", "hot", "loop", "allocation", "can", "be", "hoisted", "out",
-    "timeout", "fires", "if", "server", "does", "not", "answer", "within", "budget",
-    "client", "sends", "header", "once", "per", "session", "state", "machine", "moves",
-    "to", "done", "only", "all", "steps", "succeed", "otherwise", "it", "records", "reason",
+    "the",
+    "module",
+    "request",
+    "handler",
+    "returns",
+    "a",
+    "value",
+    "when",
+    "cache",
+    "is",
+    "empty",
+    "we",
+    "should",
+    "check",
+    "that",
+    "every",
+    "test",
+    "passes",
+    "before",
+    "merging",
+    "branch",
+    "into",
+    "main",
+    "config",
+    "file",
+    "loads",
+    "from",
+    "disk",
+    "and",
+    "parses",
+    "each",
+    "entry",
+    "error",
+    "path",
+    "keeps",
+    "its",
+    "context",
+    "so",
+    "caller",
+    "can",
+    "retry",
+    "later",
+    "with",
+    "backoff",
+    "queue",
+    "drains",
+    "slowly",
+    "under",
+    "load",
+    "worker",
+    "thread",
+    "picks",
+    "next",
+    "job",
+    "after",
+    "previous",
+    "one",
+    "finishes",
+    "schema",
+    "migration",
+    "adds",
+    "column",
+    "index",
+    "table",
+    "query",
+    "plan",
+    "uses",
+    "scan",
+    "instead",
+    "of",
+    "lookup",
+    "this",
+    "change",
+    "touches",
+    "three",
+    "files",
+    "review",
+    "notes",
+    "mention",
+    "naming",
+    "style",
+    "docs",
+    "need",
+    "update",
+    "for",
+    "new",
+    "flag",
+    "default",
+    "stays",
+    "off",
+    "until",
+    "release",
+    "build",
+    "script",
+    "runs",
+    "lints",
+    "formatter",
+    "on",
+    "commit",
+    "logs",
+    "show",
+    "warning",
+    "about",
+    "deprecated",
+    "call",
+    "site",
+    "in",
+    "parser",
+    "tokenizer",
+    "splits",
+    "input",
+    "at",
+    "whitespace",
+    "but",
+    "keeps",
+    "quoted",
+    "strings",
+    "intact",
+    "benchmark",
+    "shows",
+    "small",
+    "regression",
+    "hot",
+    "loop",
+    "allocation",
+    "can",
+    "be",
+    "hoisted",
+    "out",
+    "timeout",
+    "fires",
+    "if",
+    "server",
+    "does",
+    "not",
+    "answer",
+    "within",
+    "budget",
+    "client",
+    "sends",
+    "header",
+    "once",
+    "per",
+    "session",
+    "state",
+    "machine",
+    "moves",
+    "to",
+    "done",
+    "only",
+    "all",
+    "steps",
+    "succeed",
+    "otherwise",
+    "it",
+    "records",
+    "reason",
 ];
 
 const IDENTS: &[&str] = &[
-    "buf", "cfg", "ctx", "entry", "item", "key", "len", "node", "offset", "path", "req",
-    "resp", "row", "state", "token", "value", "count", "index", "limit", "batch", "cursor",
-    "handle", "result", "source", "target", "queue", "writer", "reader", "cache", "span",
+    "buf", "cfg", "ctx", "entry", "item", "key", "len", "node", "offset", "path", "req", "resp",
+    "row", "state", "token", "value", "count", "index", "limit", "batch", "cursor", "handle",
+    "result", "source", "target", "queue", "writer", "reader", "cache", "span",
 ];
 
 const TYPES: &[&str] = &[
@@ -120,7 +260,10 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
         (6, _) => format!("{indent}return Ok({t}::from({a}));"),
         (7, _) => format!("{indent}for {a} in {b}.iter() {{ {a}.{v}()?; }}"),
         (8, _) => format!("{indent}debug_assert!(!{a}.is_empty(), \"{v} {b}\");"),
-        _ => format!("{indent}let {a}: {t} = {b}.{v}_{a}({});", rng.random_range(0..64u32)),
+        _ => format!(
+            "{indent}let {a}: {t} = {b}.{v}_{a}({});",
+            rng.random_range(0..64u32)
+        ),
     };
     let mut parts = line.split(' ').peekable();
     while let Some(p) = parts.next() {
@@ -133,8 +276,13 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
 ///
 /// The result is the longest prefix of a generated piece stream (words for prose, words of
 /// lines for code) whose count is at most `tokens` — so it is within one word of the
-/// target — with trailing whitespace removed. Cost: one counter call per piece to
-/// over-generate, then a binary search of ~log2(pieces) whole-text counts.
+/// target — with trailing whitespace removed.
+///
+/// Cost: one counter call per (short) piece, plus whole-prefix counts, which dominate: the
+/// per-piece counts give a guess that is exact for counters additive over
+/// whitespace-separated words (the fake tokenizer, a word counter), so the usual case is
+/// two whole counts (the guess fits, one more word does not). Other counters are handled
+/// by galloping from the guess and a binary search.
 pub(crate) fn filler(
     seed: u64,
     key: &str,
@@ -146,49 +294,99 @@ pub(crate) fn filler(
         return String::new();
     }
     let mut rng = rng_for("filler", seed, &format!("{}/{key}", kind.as_str()));
-    let mut pieces: Vec<String> = Vec::new();
+    // All pieces concatenated, with each piece's end offset and own count.
+    let mut text = String::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
     let mut depth = 0usize;
-    let target = tokens.saturating_add(tokens / 4).saturating_add(8);
-    let mut estimate = 0u64;
-    let mut more = |pieces: &mut Vec<String>, estimate: &mut u64| {
-        let before = pieces.len();
-        match kind {
-            FillerKind::Prose => prose_sentence(&mut rng, pieces),
-            FillerKind::Code => code_line(&mut rng, &mut depth, pieces),
-        }
-        for p in &pieces[before..] {
-            *estimate += counter(p).max(1);
-        }
-    };
-    while estimate < target {
-        more(&mut pieces, &mut estimate);
-    }
-    // The per-piece estimate may undercount what the whole text costs for some tokenizers;
-    // make sure the full stream really reaches the target before searching it.
+    let mut batch: Vec<String> = Vec::new();
+    let mut grow_to =
+        |goal: u64, text: &mut String, ends: &mut Vec<usize>, counts: &mut Vec<u64>| {
+            let mut have: u64 = counts.iter().sum();
+            while have < goal {
+                batch.clear();
+                match kind {
+                    FillerKind::Prose => prose_sentence(&mut rng, &mut batch),
+                    FillerKind::Code => code_line(&mut rng, &mut depth, &mut batch),
+                }
+                for p in &batch {
+                    let c = counter(p).max(1);
+                    have += c;
+                    text.push_str(p);
+                    ends.push(text.len());
+                    counts.push(c);
+                }
+            }
+        };
+    let mut goal = tokens.saturating_add(tokens / 8).saturating_add(16);
     let mut rounds = 0;
-    while counter(&pieces.concat()) < tokens && rounds < 64 {
-        let goal = estimate.saturating_mul(2);
-        while estimate < goal {
-            more(&mut pieces, &mut estimate);
+    loop {
+        grow_to(goal, &mut text, &mut ends, &mut counts);
+        let n = ends.len();
+        let prefix = |k: usize| -> &str {
+            match k {
+                0 => "",
+                _ => text[..ends[k - 1]].trim_end(),
+            }
+        };
+        let fits = |k: usize| k == 0 || counter(prefix(k)) <= tokens;
+        let mut guess = 0usize;
+        let mut sum = 0u64;
+        for c in &counts {
+            if sum + c > tokens {
+                break;
+            }
+            sum += c;
+            guess += 1;
         }
-        rounds += 1;
-    }
-    let render = |k: usize| -> String {
-        let s: String = pieces[..k].concat();
-        s.trim_end().to_string()
-    };
-    // Largest k with counter(render(k)) <= tokens.
-    let (mut lo, mut hi) = (0usize, pieces.len());
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if counter(&render(mid)) <= tokens {
-            lo = mid;
+        let guess = guess.clamp(1, n);
+        // Bracket the answer by galloping from the guess: fits(lo) holds, answer ≤ hi.
+        let (mut lo, mut hi) = if fits(guess) {
+            let (mut lo, mut step) = (guess, 1usize);
+            loop {
+                let next = lo + step;
+                if next > n {
+                    break (lo, n);
+                }
+                if fits(next) {
+                    lo = next;
+                    step *= 2;
+                } else {
+                    break (lo, next - 1);
+                }
+            }
         } else {
-            hi = mid - 1;
+            let (mut bad, mut step) = (guess, 1usize);
+            loop {
+                let cand = bad.saturating_sub(step);
+                if fits(cand) {
+                    break (cand, bad - 1);
+                }
+                bad = cand;
+                step *= 2;
+            }
+        };
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
         }
+        // Everything generated fits: the per-piece counts overestimated the whole text
+        // (e.g. rounding per piece). Generate more and search again.
+        if lo == n && rounds < 64 {
+            goal = goal.saturating_mul(2);
+            rounds += 1;
+            continue;
+        }
+        return prefix(lo.max(1)).to_string();
     }
-    render(lo.max(1))
 }
+
+/// Most properties of one generated tool (far above what `MAX_SCHEMA_TOKENS` needs).
+const MAX_PROPERTIES: usize = 4096;
 
 const PROPERTY_NAMES: &[(&str, &str)] = &[
     ("path", "string"),
@@ -241,9 +439,20 @@ pub(crate) fn tool_catalogue(
         .collect()
 }
 
-fn tool_tokens(name: &str, description: &str, parameters: &Value, counter: &dyn Fn(&str) -> u64) -> u64 {
-    let v = json!({"name": name, "description": description, "parameters": parameters});
-    counter(&v.to_string())
+/// Tokens of a definition's compact JSON, serialized exactly as the estimators and the
+/// fake provider serialize a [`ToolDefinition`] (framing excluded).
+fn tool_tokens(
+    name: &str,
+    description: &str,
+    parameters: &Value,
+    counter: &dyn Fn(&str) -> u64,
+) -> u64 {
+    let tool = ToolDefinition {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: parameters.clone(),
+    };
+    counter(&serde_json::to_string(&tool).unwrap_or_default())
 }
 
 fn synthetic_tool(
@@ -268,36 +477,56 @@ fn synthetic_tool(
     let mut required: Vec<Value> = Vec::new();
     let start = rng.random_range(0..PROPERTY_NAMES.len());
     let mut k = 0usize;
-    let params = |properties: &Map<String, Value>, required: &[Value]| {
-        json!({"type": "object", "properties": properties, "required": required})
-    };
-    while tool_tokens(&name, &description, &params(&properties, &required), counter)
-        < schema_tokens
-        && k < 4096
-    {
-        let (pname, ptype) = PROPERTY_NAMES[(start + k) % PROPERTY_NAMES.len()];
-        let round = k / PROPERTY_NAMES.len();
-        let pname = if round == 0 {
-            pname.to_string()
-        } else {
-            format!("{pname}_{}", round + 1)
+    let params = |properties: &Map<String, Value>, required: &[Value]| json!({"type": "object", "properties": properties, "required": required});
+    let mut add_property =
+        |k: usize, properties: &mut Map<String, Value>, required: &mut Vec<Value>| {
+            let (pname, ptype) = PROPERTY_NAMES[(start + k) % PROPERTY_NAMES.len()];
+            let round = k / PROPERTY_NAMES.len();
+            let pname = if round == 0 {
+                pname.to_string()
+            } else {
+                format!("{pname}_{}", round + 1)
+            };
+            let mut doc = Vec::new();
+            prose_sentence(&mut rng, &mut doc);
+            let mut prop = Map::new();
+            prop.insert("type".into(), Value::String(ptype.to_string()));
+            if ptype == "array" {
+                prop.insert("items".into(), json!({"type": "string"}));
+            }
+            prop.insert(
+                "description".into(),
+                Value::String(doc.concat().trim_end().to_string()),
+            );
+            if k < 2 {
+                required.push(Value::String(pname.clone()));
+            }
+            // What this property adds to the serialized definition, counted on its own.
+            let piece = format!("{},", json!({ pname.clone(): prop }));
+            properties.insert(pname, Value::Object(prop));
+            piece
         };
-        let mut doc = Vec::new();
-        prose_sentence(&mut rng, &mut doc);
-        let mut prop = Map::new();
-        prop.insert("type".into(), Value::String(ptype.to_string()));
-        if ptype == "array" {
-            prop.insert("items".into(), json!({"type": "string"}));
-        }
-        prop.insert(
-            "description".into(),
-            Value::String(doc.concat().trim_end().to_string()),
+    // Grow by per-property estimates, then confirm with a whole-definition count and
+    // top up the measured deficit the same way (converges in one or two rounds).
+    // Recounting the whole definition after every property would be quadratic in
+    // `schema_tokens`.
+    loop {
+        let whole = tool_tokens(
+            &name,
+            &description,
+            &params(&properties, &required),
+            counter,
         );
-        if k < 2 {
-            required.push(Value::String(pname.clone()));
+        if whole >= schema_tokens || k >= MAX_PROPERTIES {
+            break;
         }
-        properties.insert(pname, Value::Object(prop));
-        k += 1;
+        let deficit = schema_tokens - whole;
+        let mut added = 0;
+        while added < deficit && k < MAX_PROPERTIES {
+            let piece = add_property(k, &mut properties, &mut required);
+            added += counter(&piece).max(1);
+            k += 1;
+        }
     }
     ToolDefinition {
         name,

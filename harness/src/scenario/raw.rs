@@ -335,9 +335,7 @@ impl<'de> Deserialize<'de> for RawGrader {
                     match key.as_str() {
                         "name" => name = Some(map.next_value::<Spanned<String>>()?),
                         "modes" => modes = Some(map.next_value::<Vec<Spanned<Mode>>>()?),
-                        "params" => {
-                            params = Some(map.next_value::<Spanned<serde_json::Value>>()?)
-                        }
+                        "params" => params = Some(map.next_value::<Spanned<serde_json::Value>>()?),
                         other => return Err(de::Error::unknown_field(other, FIELDS)),
                     }
                 }

@@ -67,11 +67,6 @@ impl Template {
             },
         }
     }
-
-    /// Whether the text has no placeholder.
-    pub(crate) fn is_literal(&self) -> bool {
-        self.pieces.iter().all(|p| matches!(p, Piece::Text(_)))
-    }
 }
 
 /// A placeholder the parser could not accept.
@@ -85,7 +80,8 @@ pub(crate) struct PlaceholderError {
     pub(crate) expected: String,
 }
 
-const FORMS: &str = "`{i}`, `{i0}`, `{fact:ID}`, `{fact:ID@N}` or `{filler:N}` / `{filler:N:code}` \
+const FORMS: &str =
+    "`{i}`, `{i0}`, `{fact:ID}`, `{fact:ID@N}` or `{filler:N}` / `{filler:N:code}` \
                      (write `{{` for a literal `{`)";
 
 /// Parses `text`. A `{` opens a placeholder only when it is followed by a lowercase name and
@@ -161,7 +157,10 @@ fn placeholder_body(after: &str) -> Option<&str> {
         return None;
     }
     if let Some(arg) = arg {
-        if arg.chars().any(|c| c.is_whitespace() || c == '{' || c == '"' || c == '\'') {
+        if arg
+            .chars()
+            .any(|c| c.is_whitespace() || c == '{' || c == '"' || c == '\'')
+        {
             return None;
         }
     }
@@ -230,11 +229,13 @@ fn classify(body: &str) -> Result<Piece, (String, String)> {
             format!("`{{{body}}}`: the repeat index takes no argument"),
             FORMS.to_string(),
         )),
-        ("fact" | "filler", None) => Err((
-            format!("`{{{name}}}` needs an argument"),
+        ("fact" | "filler", None) => {
+            Err((format!("`{{{name}}}` needs an argument"), FORMS.to_string()))
+        }
+        _ => Err((
+            format!("unknown placeholder `{{{body}}}`"),
             FORMS.to_string(),
         )),
-        _ => Err((format!("unknown placeholder `{{{body}}}`"), FORMS.to_string())),
     }
 }
 

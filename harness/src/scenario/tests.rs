@@ -1,0 +1,1058 @@
+//! Loader, cross-check, hostile-input and instantiation tests.
+
+use std::path::{Path, PathBuf};
+
+use ctxbench_adapters::capabilities::Provenance;
+use ctxbench_adapters::fake::{FakeFault, FakeReply};
+
+use super::*;
+use crate::mode::Mode;
+
+/// The counter tests use: whitespace-separated words.
+fn words(s: &str) -> u64 {
+    s.split_whitespace().count() as u64
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A minimal valid scenario; `facts`/`script`/`extra` are spliced in as YAML text.
+fn yaml(facts: &str, script: &str, extra: &str) -> String {
+    format!(
+        "id: t\nmodel: {{context_window: 16384, max_output: 1024}}\n\
+         tools:\n  - {{name: read_file, parameters: {{type: object}}}}\n\
+         facts:\n{facts}\nscript:\n{script}\n{extra}"
+    )
+}
+
+const DB_FACT: &str = "  - id: db\n    states: Use PostgreSQL.\n    question: Which database?\n    expect: {contains: PostgreSQL}";
+
+fn load(text: &str) -> Result<Scenario, Diagnostics> {
+    load_str("t.yaml", text)
+}
+
+fn errors(text: &str) -> Vec<Diagnostic> {
+    match load(text) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(d) => d.into_vec(),
+    }
+}
+
+/// The only error's message must contain `needle`; returns it.
+fn one_error(text: &str, needle: &str) -> Diagnostic {
+    let e = errors(text);
+    assert!(
+        e.iter().any(|d| d.message.contains(needle)),
+        "no error containing {needle:?} in:\n{}",
+        Diagnostics(e.clone())
+    );
+    e.into_iter()
+        .find(|d| d.message.contains(needle))
+        .unwrap_or_else(|| unreachable!())
+}
+
+// ---------------------------------------------------------------- loading and defaults
+
+#[test]
+fn minimal_scenario_gets_defaults() {
+    let s = load(&yaml(DB_FACT, "  - user: '{fact:db}'\n  - probe: [db]", "")).unwrap();
+    assert_eq!(s.id, "t");
+    assert_eq!(s.title, "t");
+    assert_eq!(s.modes, Mode::ALL.to_vec());
+    assert_eq!(s.context, ContextConfig::default());
+    assert_eq!(s.model.model, "fake-16384");
+    assert_eq!(s.model.context_window, 16384);
+    assert_eq!(s.model.max_output_tokens, 1024);
+    assert!(matches!(s.model.provenance, Provenance::Declared { .. }));
+    assert_eq!(
+        s.expect
+            .graders
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect::<Vec<_>>(),
+        DEFAULT_GRADERS
+    );
+    assert_eq!(s.expect.outcome, ExpectedOutcome::Success);
+    assert_eq!(s.facts[0].statements, vec!["Use PostgreSQL.".to_string()]);
+    assert_eq!(s.source, "t.yaml");
+    assert_eq!(s.source_hash.len(), 64);
+    assert_eq!(s.tools[0].name, "read_file");
+}
+
+#[test]
+fn builtin_suite_loads() {
+    let suite = load_suite(&repo_root().join("scenarios")).unwrap_or_else(|d| panic!("{d}"));
+    let ids: Vec<&str> = suite.iter().map(|s| s.id.as_str()).collect();
+    for want in [
+        "instruction-change",
+        "long-recall",
+        "schema-pressure",
+        "schema-pressure-unfit",
+    ] {
+        assert!(ids.contains(&want), "{want} missing from {ids:?}");
+    }
+    // Sorted by file name: `schema-pressure-unfit.yaml` < `schema-pressure.yaml` ('-' < '.').
+    let pos = |id: &str| ids.iter().position(|x| *x == id).unwrap();
+    assert!(pos("instruction-change") < pos("long-recall"));
+    assert!(pos("schema-pressure-unfit") < pos("schema-pressure"));
+    let unfit = suite
+        .iter()
+        .find(|s| s.id == "schema-pressure-unfit")
+        .unwrap();
+    assert_eq!(
+        unfit.expect.outcome,
+        ExpectedOutcome::LimitReached {
+            before_provider_call: true
+        }
+    );
+    assert_eq!(unfit.tools.len(), 200);
+    let pressure = suite.iter().find(|s| s.id == "schema-pressure").unwrap();
+    assert!(pressure.tools.len() > 150);
+}
+
+#[test]
+fn docs_example_loads_and_reference_covers_every_key() {
+    let s = load_file(&repo_root().join("docs/example.yaml")).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(s.tools.len(), 42);
+    assert_eq!(s.secrets, vec!["sk-test-9f8e7d6c5b4a".to_string()]);
+    assert_eq!(s.faults, vec![Fault::ProviderOverflow { at_request: 57 }]);
+    assert_eq!(s.expect.graders[2].modes, vec![Mode::Warn, Mode::Compact]);
+    let doc = std::fs::read_to_string(repo_root().join("docs/scenario-format.md")).unwrap();
+    for key in [
+        "version",
+        "id",
+        "title",
+        "description",
+        "tags",
+        "modes",
+        "model",
+        "context_window",
+        "max_output",
+        "estimator",
+        "capability",
+        "context",
+        "reserved_output_tokens",
+        "buffer_tokens",
+        "recent_tail_tokens",
+        "summary_target_tokens",
+        "instructions",
+        "tools",
+        "name",
+        "parameters",
+        "generate",
+        "count",
+        "schema_tokens",
+        "prefix",
+        "seed",
+        "secrets",
+        "facts",
+        "states",
+        "updates",
+        "question",
+        "expect",
+        "exact",
+        "contains",
+        "regex",
+        "one_of",
+        "abstain",
+        "script",
+        "user",
+        "assistant",
+        "filler",
+        "tokens",
+        "kind",
+        "tool_calls",
+        "call",
+        "args",
+        "result",
+        "probe",
+        "restart",
+        "edit_instructions",
+        "set",
+        "append",
+        "repeat",
+        "steps",
+        "faults",
+        "at_request",
+        "provider",
+        "overflow",
+        "graders",
+        "params",
+        "outcome",
+        "success",
+        "any",
+        "limit_reached",
+        "before_provider_call",
+        "{i}",
+        "{i0}",
+        "{fact:ID}",
+        "{fact:ID@N}",
+        "{filler:N}",
+        "{{",
+    ] {
+        assert!(
+            doc.contains(&format!("`{key}")),
+            "docs/scenario-format.md does not document `{key}`"
+        );
+    }
+    for grader in KNOWN_GRADERS {
+        assert!(
+            doc.contains(&format!("`{grader}`")),
+            "grader {grader} undocumented"
+        );
+    }
+    assert!(doc.contains(PROBE_LEAD_IN), "probe lead-in undocumented");
+    let example = std::fs::read_to_string(repo_root().join("docs/example.yaml")).unwrap();
+    assert!(
+        doc.contains(&format!("```yaml\n{example}```")),
+        "the reference must embed docs/example.yaml verbatim"
+    );
+}
+
+#[test]
+fn capability_lookup_and_unknown_fallback() {
+    let base = "id: c\nscript:\n  - user: hi\n";
+    let s = load(&format!("{base}model: {{capability: fake-32k}}\n")).unwrap();
+    assert_eq!(s.model.context_window, 32_768);
+    assert!(matches!(s.model.provenance, Provenance::Table { .. }));
+    // Unknown: no error, the fallback is visible in the provenance.
+    let s = load(&format!("{base}model: {{capability: no-such-model}}\n")).unwrap();
+    assert!(matches!(
+        s.model.provenance,
+        Provenance::ConservativeFallback { .. }
+    ));
+    let d = one_error(
+        &format!("{base}model: {{capability: fake-32k, context_window: 9000}}\n"),
+        "cannot be combined",
+    );
+    assert!(d.message.contains("context_window"));
+}
+
+#[test]
+fn estimator_is_parsed() {
+    let t = "id: e\nmodel: {context_window: 16384, max_output: 1024, estimator: o200k_base}\nscript:\n  - user: hi\n";
+    assert_eq!(
+        load(t).unwrap().model.estimator,
+        ctxbench_adapters::estimate::EstimatorKind::O200kBase
+    );
+    let d = one_error(&t.replace("o200k_base", "o200k"), "unknown estimator");
+    assert!(d.expected.unwrap().contains("did you mean `o200k_base`"));
+}
+
+// ---------------------------------------------------------------- locations
+
+#[test]
+fn unknown_key_is_located_at_the_key() {
+    let t = "id: t\nmodel: {context_window: 16384, max_output: 1024}\nscritp: []\n";
+    let d = one_error(t, "unknown field `scritp`");
+    assert_eq!((d.line, d.column), (Some(3), Some(1)));
+    assert!(d.expected.as_deref().unwrap().contains("script"));
+    assert_eq!(d.snippet.as_deref(), Some("scritp: []"));
+    let rendered = d.to_string();
+    assert!(
+        rendered.starts_with("t.yaml:3:1: error: unknown field `scritp`\n  expected: "),
+        "{rendered}"
+    );
+    assert!(rendered.ends_with("3 | scritp: []\n  | ^"), "{rendered}");
+}
+
+#[test]
+fn unknown_key_in_a_step_is_located() {
+    let t = yaml(DB_FACT, "  - user: '{fact:db}'\n  - usr: hello", "");
+    let d = one_error(&t, "unknown field `usr`");
+    let line = t.lines().position(|l| l.contains("usr:")).unwrap() + 1;
+    assert_eq!((d.line, d.column), (Some(line), Some(5)));
+    assert!(d.expected.unwrap().contains("tool_calls"));
+}
+
+#[test]
+fn wrong_type_is_located_at_the_value() {
+    let t = "id: t\nmodel:\n  context_window: big\n  max_output: 10\nscript:\n  - user: hi\n";
+    let d = errors(t).remove(0);
+    assert_eq!((d.line, d.column), (Some(3), Some(19)));
+    assert!(d.message.contains("whole number"), "{}", d.message);
+}
+
+#[test]
+fn probe_of_undefined_fact_is_located_at_the_id() {
+    let t = yaml(DB_FACT, "  - user: '{fact:db}'\n  - probe: [db, dbb]", "");
+    let d = one_error(&t, "probe of undefined fact `dbb`");
+    let line = t.lines().position(|l| l.contains("probe:")).unwrap() + 1;
+    assert_eq!((d.line, d.column), (Some(line), Some(17)));
+    assert!(d
+        .expected
+        .as_deref()
+        .unwrap()
+        .contains("did you mean `db`?"));
+    let caret = d.to_string();
+    assert!(caret.contains("  - probe: [db, dbb]\n"), "{caret}");
+    assert!(caret.ends_with("|                 ^"), "{caret}");
+}
+
+#[test]
+fn all_problems_of_a_file_are_reported_in_order() {
+    let t = yaml(
+        &format!("{DB_FACT}\n{}", DB_FACT.replace("PostgreSQL.", "MySQL.").replace("{contains: PostgreSQL}", "{contains: MySQL}")),
+        "  - user: '{fact:db} {fact:nope}'\n  - tool_calls:\n      - call: {name: write_file}\n        result: ok\n  - repeat: 0\n    steps:\n      - user: x\n  - probe: [ghost]",
+        "faults:\n  - {at_request: 0, provider: overflow}\nexpect: {graders: [recal]}\n",
+    );
+    let e = errors(&t);
+    let msgs: Vec<&str> = e.iter().map(|d| d.message.as_str()).collect();
+    for want in [
+        "duplicate fact id `db`",
+        "undefined fact `nope`",
+        "tool `write_file`",
+        "`repeat` must be positive",
+        "probe of undefined fact `ghost`",
+        "`at_request` must be positive",
+        "unknown grader `recal`",
+    ] {
+        assert!(
+            msgs.iter().any(|m| m.contains(want)),
+            "missing {want:?} in {msgs:#?}"
+        );
+    }
+    let lines: Vec<usize> = e.iter().map(|d| d.line.unwrap_or(0)).collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted);
+    assert!(e
+        .iter()
+        .all(|d| d.line.is_some() && d.column.is_some() && d.expected.is_some()));
+}
+
+// ---------------------------------------------------------------- cross-checks
+
+#[test]
+fn fact_placeholder_errors() {
+    let s = |script: &str| yaml(DB_FACT, script, "");
+    one_error(&s("  - user: 'x {fact:dbx}'"), "undefined fact `dbx`");
+    let d = one_error(&s("  - user: '{fact:db} {fact:db@1}'"), "has 0 update(s)");
+    assert!(d.expected.unwrap().contains("add `updates:`"));
+    one_error(&s("  - user: '{fact:db@0}'"), "update numbers start at 1");
+    one_error(
+        &s("  - user: '{fatc:db}'"),
+        "unknown placeholder `{fatc:db}`",
+    );
+    one_error(&s("  - user: 'module {i}'"), "outside any `repeat`");
+}
+
+#[test]
+fn update_placeholders_and_unplaced_statements() {
+    let fact = "  - id: region\n    states: Region is us-east-2.\n    updates: [Region is eu-central-1.]\n    question: Which region?\n    expect: {contains: eu-central-1}";
+    load(&yaml(
+        fact,
+        "  - user: '{fact:region}'\n  - user: '{fact:region@1}'",
+        "",
+    ))
+    .unwrap();
+    one_error(
+        &yaml(fact, "  - user: '{fact:region@2}'", ""),
+        "has 1 update(s)",
+    );
+    one_error(
+        &yaml(fact, "  - user: '{fact:region@1}'", ""),
+        "is never stated",
+    );
+    one_error(
+        &yaml(fact, "  - user: '{fact:region}'", ""),
+        "update that is never placed",
+    );
+}
+
+#[test]
+fn duplicate_fact_ids() {
+    let d = one_error(
+        &yaml(
+            &format!("{DB_FACT}\n{DB_FACT}"),
+            "  - user: '{fact:db}'",
+            "",
+        ),
+        "duplicate fact id `db`",
+    );
+    assert!(d.message.contains("first defined on line"));
+}
+
+#[test]
+fn duplicate_tool_names_after_generation() {
+    let t = "id: t\nmodel: {context_window: 32768, max_output: 1024}\ntools:\n  - {name: plugin_001}\n  - generate: {count: 3, schema_tokens: 40, prefix: plugin_}\nscript:\n  - user: hi\n";
+    let d = one_error(t, "duplicate tool name `plugin_001`");
+    assert_eq!(d.line, Some(5));
+    let t2 = "id: t\nmodel: {context_window: 32768, max_output: 1024}\ntools:\n  - {name: a}\n  - {name: a}\nscript:\n  - user: hi\n";
+    one_error(t2, "duplicate tool name `a`");
+}
+
+#[test]
+fn repeat_zero_and_bounds() {
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'\n  - repeat: 0\n    steps:\n      - user: x",
+            "",
+        ),
+        "`repeat` must be positive",
+    );
+    one_error(
+        &yaml(DB_FACT, "  - user: '{fact:db}'\n  - repeat: 3", ""),
+        "`repeat` without `steps`",
+    );
+    one_error(
+        &yaml(DB_FACT, "  - user: '{fact:db}'\n  - steps: []", ""),
+        "`steps` without `repeat`",
+    );
+    let d = one_error(
+        &yaml(DB_FACT, "  - user: '{fact:db}'\n  - repeat: 1000\n    steps:\n      - repeat: 1000\n        steps:\n          - user: 'x {i}'", ""),
+        "expands to 1000001 steps",
+    );
+    assert!(d.expected.unwrap().contains("100000"));
+    one_error(
+        &yaml(DB_FACT, "  - user: '{fact:db}'\n  - repeat: 50000\n    steps:\n      - user: x\n      - assistant: {filler: {tokens: 1000}}", ""),
+        "tokens of filler",
+    );
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'\n  - assistant: {filler: {tokens: 0}}",
+            "",
+        ),
+        "`tokens` must be positive",
+    );
+}
+
+#[test]
+fn window_and_budget_checks() {
+    let m =
+        |model: &str, extra: &str| format!("id: t\nmodel: {model}\n{extra}script:\n  - user: hi\n");
+    one_error(
+        &m("{context_window: 0, max_output: 1}", ""),
+        "`context_window` must be positive",
+    );
+    one_error(&m("{context_window: -5, max_output: 1}", ""), "found -5");
+    let d = one_error(
+        &m(
+            "{context_window: 4096, max_output: 8192}",
+            "context: {reserved_output_tokens: 100, buffer_tokens: 100}\n",
+        ),
+        "larger than `context_window`",
+    );
+    assert_eq!(d.line, Some(2));
+    let d = one_error(
+        &m(
+            "{context_window: 16384, max_output: 1024}",
+            "context: {reserved_output_tokens: 16384}\n",
+        ),
+        "`reserved_output_tokens` (16384) leaves no input room",
+    );
+    assert_eq!((d.line, d.column), (Some(3), Some(35)));
+    one_error(
+        &m(
+            "{context_window: 16384, max_output: 1024}",
+            "context: {buffer_tokens: 20000}\n",
+        ),
+        "`buffer_tokens` (20000) leaves no input room",
+    );
+    // The defaults (buffer 8192) do not fit an 8k window: the message says it is the default.
+    one_error(
+        &m("{context_window: 8192, max_output: 1024}", ""),
+        "(8192, the default)",
+    );
+    one_error(&m("{context_window: 16384}", ""), "needs `max_output`");
+    one_error(&m("{max_output: 5}", ""), "needs `context_window`");
+}
+
+#[test]
+fn tool_call_to_unknown_tool() {
+    let d = one_error(
+        &yaml(DB_FACT, "  - user: '{fact:db}'\n  - tool_calls:\n      - call: {name: read_fle}\n        result: x", ""),
+        "call to tool `read_fle`",
+    );
+    assert!(d.expected.unwrap().contains("did you mean `read_file`?"));
+}
+
+#[test]
+fn fault_at_request_zero() {
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            "faults:\n  - {at_request: 0, provider: overflow}\n",
+        ),
+        "`at_request` must be positive",
+    );
+    let e = errors(&yaml(
+        DB_FACT,
+        "  - user: '{fact:db}'",
+        "faults:\n  - {at_request: 3, provider: rate_limit}\n",
+    ));
+    assert!(
+        e[0].message.contains("unknown variant `rate_limit`"),
+        "{}",
+        e[0].message
+    );
+}
+
+#[test]
+fn abstain_with_states_and_false() {
+    let f = "  - id: lib\n    states: We use tracing.\n    question: Which library?\n    expect: {abstain: true}";
+    one_error(&yaml(f, "  - user: hi", ""), "cannot have `states`");
+    let f = "  - id: lib\n    question: Which library?\n    expect: {abstain: false}";
+    one_error(
+        &yaml(f, "  - user: hi", ""),
+        "`abstain: false` is not a check",
+    );
+    let f = "  - id: lib\n    question: Which library?\n    expect: {contains: tracing}";
+    one_error(&yaml(f, "  - user: hi", ""), "has no `states`");
+    let f = "  - id: lib\n    question: Which library?\n    expect: {abstain: true}";
+    one_error(&yaml(f, "  - user: '{fact:lib}'", ""), "abstention fact");
+}
+
+#[test]
+fn unknown_grader_lists_valid_names() {
+    let d = one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            "expect:\n  graders: [recall, budgte]\n",
+        ),
+        "unknown grader `budgte`",
+    );
+    let exp = d.expected.unwrap();
+    for g in KNOWN_GRADERS {
+        assert!(exp.contains(g), "{exp}");
+    }
+    assert!(exp.contains("did you mean `budget`?"));
+    assert_eq!((d.line, d.column), (Some(13), Some(21)));
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            "expect:\n  graders: [recall, recall]\n",
+        ),
+        "listed twice",
+    );
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            "modes: [warn]\nexpect:\n  graders: [{name: budget, modes: [compact]}]\n",
+        ),
+        "grader mode `compact`",
+    );
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            "expect:\n  graders: [{name: budget, params: [1]}]\n",
+        ),
+        "`params` must be a mapping",
+    );
+}
+
+#[test]
+fn regex_must_compile() {
+    let f = "  - id: v\n    states: Version v2.\n    question: Which version?\n    expect: {regex: 'v(2'}";
+    let d = one_error(
+        &yaml(f, "  - user: '{fact:v}'", ""),
+        "`regex` does not compile",
+    );
+    assert!(d.line.is_some());
+}
+
+#[test]
+fn expect_must_match_the_newest_statement() {
+    let f = "  - id: region\n    states: Region is us-east-2.\n    updates: [Region is eu-central-1.]\n    question: Which region?\n    expect: {contains: us-east-2}";
+    let script = "  - user: '{fact:region}'\n  - user: '{fact:region@1}'";
+    one_error(
+        &yaml(f, script, ""),
+        "expect matches a superseded statement",
+    );
+    let f2 = f.replace("{contains: us-east-2}", "{one_of: [Mars]}");
+    one_error(
+        &yaml(&f2, script, ""),
+        "matches none of the fact's statements",
+    );
+    let f3 = f.replace("{contains: us-east-2}", "{regex: 'eu-[a-z]+-1'}");
+    load(&yaml(&f3, script, "")).unwrap();
+}
+
+#[test]
+fn turn_grouping_errors() {
+    let s = |script: &str| yaml(DB_FACT, &format!("  - user: '{{fact:db}}'\n{script}"), "");
+    one_error(
+        &s("  - assistant: a\n  - assistant: b"),
+        "`assistant` outside a turn",
+    );
+    one_error(
+        &s("  - probe: [db]\n  - tool_calls:\n      - {call: {name: read_file}, result: r}"),
+        "`tool_calls` outside a turn",
+    );
+    one_error(
+        &s("  - restart: {}\n  - assistant: a"),
+        "`assistant` outside a turn",
+    );
+    // The body is fine on the first pass (the outer user opened a turn) but not the second.
+    let d = one_error(&s("  - repeat: 2\n    steps:\n      - tool_calls:\n          - {call: {name: read_file}, result: r}\n      - assistant: done"), "`tool_calls` outside a turn");
+    assert!(d.line.is_some());
+    // …while once is fine, and user-opened bodies are fine at any count.
+    load(&s("  - repeat: 1\n    steps:\n      - tool_calls:\n          - {call: {name: read_file}, result: r}\n      - assistant: done")).unwrap();
+    load(&s("  - repeat: 5\n    steps:\n      - user: u{i}\n      - tool_calls:\n          - {call: {name: read_file}, result: r}\n      - tool_calls:\n          - {call: {name: read_file}, result: r}")).unwrap();
+}
+
+#[test]
+fn step_shape_errors() {
+    let s = |script: &str| yaml(DB_FACT, &format!("  - user: '{{fact:db}}'\n{script}"), "");
+    one_error(
+        &s("  - user: a\n    assistant: b"),
+        "several kinds: `user`, `assistant`",
+    );
+    one_error(&s("  - {}"), "empty step");
+    one_error(&s("  - restart: {now: true}"), "`restart` takes no options");
+    one_error(&s("  - probe: []"), "lists no fact");
+    one_error(&s("  - probe: [db, db]"), "probed twice");
+    one_error(&s("  - tool_calls: []"), "`tool_calls` is empty");
+    one_error(
+        &s("  - assistant: {filer: {tokens: 3}}"),
+        "unknown field `filer`",
+    );
+    one_error(
+        &s("  - edit_instructions: {replace: x}"),
+        "unknown variant `replace`",
+    );
+    load(&s(
+        "  - restart:\n  - restart: {}\n  - edit_instructions: {set: new}",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn identity_checks() {
+    let t = |head: &str| {
+        format!(
+            "{head}\nmodel: {{context_window: 16384, max_output: 1024}}\nscript:\n  - user: hi\n"
+        )
+    };
+    one_error(&t("id: Long_Recall"), "invalid scenario id");
+    one_error(&t("id: t\nversion: 2"), "unsupported format version 2");
+    one_error(&t("id: t\ntags: [ok, Not Ok]"), "invalid tag");
+    one_error(&t("id: t\nmodes: []"), "`modes` is empty");
+    one_error(&t("id: t\nmodes: [warn, warn]"), "duplicate mode");
+    one_error(&t("id: t\nmodes: [of]"), "unknown variant `of`");
+    one_error(&t("id: t\nsecrets: [abc]"), "shorter than");
+    let s = load(&t("id: t\nmodes: [off, compact]\nversion: 1")).unwrap();
+    assert_eq!(s.modes, vec![Mode::Off, Mode::Compact]);
+}
+
+#[test]
+fn tool_shape_errors() {
+    let t = |tools: &str| {
+        format!("id: t\nmodel: {{context_window: 32768, max_output: 1024}}\ntools:\n{tools}\nscript:\n  - user: hi\n")
+    };
+    one_error(
+        &t("  - {name: a, generate: {count: 2, schema_tokens: 50}}"),
+        "`name` cannot be combined with `generate`",
+    );
+    one_error(&t("  - {description: x}"), "needs `name`");
+    one_error(&t("  - {name: 'bad name'}"), "invalid tool name");
+    one_error(
+        &t("  - {name: a, parameters: [1]}"),
+        "`parameters` must be a mapping",
+    );
+    one_error(
+        &t("  - generate: {count: 100000, schema_tokens: 50}"),
+        "`count` of 100000",
+    );
+    one_error(
+        &t("  - generate: {count: 10, schema_tokens: 5}"),
+        "`schema_tokens` of 5",
+    );
+    one_error(
+        &t("  - generate: {count: 10000, schema_tokens: 10000}"),
+        "catalogues total",
+    );
+    let s = load(&t("  - generate: {count: 3, schema_tokens: 60}")).unwrap();
+    assert_eq!(
+        s.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["tool_001", "tool_002", "tool_003"]
+    );
+}
+
+// ---------------------------------------------------------------- hostile input
+
+#[test]
+fn empty_and_comment_only_files() {
+    for t in ["", "   \n\n", "# nothing here\n---\n"] {
+        let d = one_error(t, "the file is empty");
+        assert!(d.expected.unwrap().contains("`id`"));
+    }
+}
+
+#[test]
+fn top_level_must_be_a_mapping() {
+    let e = errors("- a\n- b\n");
+    assert_eq!(e[0].line, Some(1));
+    assert!(e[0].message.contains("mapping"), "{}", e[0].message);
+}
+
+#[test]
+fn alias_bomb_is_rejected_by_the_replay_budget() {
+    let mut b = String::from("id: bomb\nmodel: {context_window: 16384, max_output: 1024}\nscript:\n  - user: hi\ntools:\n  - name: t\n    parameters:\n      a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let refs: Vec<String> = (0..9).map(|_| format!("*a{}", i - 1)).collect();
+        b.push_str(&format!("      a{i}: &a{i} [{}]\n", refs.join(", ")));
+    }
+    let d = errors(&b).remove(0);
+    assert!(
+        d.message.contains("too large or too complex"),
+        "{}",
+        d.message
+    );
+    assert!(d.line.is_some());
+}
+
+#[test]
+fn deep_nesting_is_rejected_by_the_depth_budget() {
+    let head = "id: deep\nmodel: {context_window: 16384, max_output: 1024}\n";
+    // 5,000 nested flow sequences inside a real key (a JSON-schema value).
+    let flow = format!(
+        "{head}tools:\n  - name: t\n    parameters: {{a: {}{}}}\nscript:\n  - user: hi\n",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let d = errors(&flow).remove(0);
+    assert!(d.line.is_some(), "{d}");
+    // 5,000 nested block sequences on one line.
+    let block = format!(
+        "{head}tools:\n  - name: t\n    parameters:\n      a:\n        {}1\n",
+        "- ".repeat(5000)
+    );
+    let d = errors(&block).remove(0);
+    assert!(d.message.contains("too large or too complex"), "{d}");
+    // Nested `repeat` blocks: the real recursive structure. Past the depth limit it is a
+    // budget error; just under it, it parses without overflowing the (small) test stack.
+    let nested = |levels: usize| {
+        let mut s = format!("{head}script:\n");
+        for i in 0..levels {
+            s.push_str(&"  ".repeat(2 * i + 1));
+            s.push_str(&format!("- repeat: 1\n{}steps:\n", "  ".repeat(2 * i + 2)));
+        }
+        s.push_str(&"  ".repeat(2 * levels + 1));
+        s.push_str("- user: hi\n");
+        s
+    };
+    let d = errors(&nested(5000 / 4)).remove(0);
+    assert!(d.message.contains("too large or too complex"), "{d}");
+    let ok = load(&nested(22)).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(ok.instantiate(0, &words).steps.len(), 1);
+}
+
+#[test]
+fn binary_garbage_is_a_located_error_not_a_panic() {
+    let garbage: String = (0u32..2000)
+        .map(|i| char::from_u32((i * 7919) % 0x2FF).unwrap_or('\u{0}'))
+        .collect();
+    let e = errors(&garbage);
+    assert!(!e.is_empty());
+    // Control characters never reach the rendered output raw.
+    let rendered = Diagnostics(e).to_string();
+    assert!(!rendered
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t'));
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bin.yaml");
+    std::fs::write(&p, b"id: x\nmodel: \xff\xfe\x00\x01 junk\n").unwrap();
+    let d = load_file(&p).unwrap_err().into_vec().remove(0);
+    assert!(d.message.contains("not valid UTF-8"));
+    assert_eq!((d.line, d.column), (Some(2), Some(8)));
+}
+
+#[test]
+fn oversized_files_are_rejected_before_parsing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("huge.yaml");
+    // A sparse 50 MB file: only MAX_FILE_BYTES + 1 bytes are ever read.
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(50 * 1024 * 1024).unwrap();
+    drop(f);
+    let d = load_file(&p).unwrap_err().into_vec().remove(0);
+    assert!(d.message.contains("too large"), "{d}");
+    let big = "#".repeat(MAX_FILE_BYTES + 1);
+    one_error(&big, "too large");
+}
+
+#[test]
+fn suite_collects_every_file_and_rejects_duplicate_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let good =
+        "id: same\nmodel: {context_window: 16384, max_output: 1024}\nscript:\n  - user: hi\n";
+    std::fs::write(dir.path().join("a.yaml"), good).unwrap();
+    std::fs::write(dir.path().join("b.yml"), good).unwrap();
+    std::fs::write(dir.path().join("c.yaml"), "id: c\nbogus: 1\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+    std::fs::write(dir.path().join(".hidden.yaml"), "ignored: [").unwrap();
+    let e = load_suite(dir.path()).unwrap_err().into_vec();
+    assert_eq!(e.len(), 2, "{}", Diagnostics(e.clone()));
+    assert!(e[0].file.ends_with("b.yml"));
+    assert!(e[0].message.contains("duplicate scenario id `same`"));
+    assert!(e[0].message.contains("a.yaml"));
+    assert_eq!(e[0].line, Some(1));
+    assert!(e[1].file.ends_with("c.yaml"));
+    std::fs::remove_file(dir.path().join("b.yml")).unwrap();
+    std::fs::remove_file(dir.path().join("c.yaml")).unwrap();
+    assert_eq!(load_suite(dir.path()).unwrap().len(), 1);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(load_suite(empty.path())
+        .unwrap_err()
+        .to_string()
+        .contains("no scenario files"));
+    assert!(load_suite(&dir.path().join("missing"))
+        .unwrap_err()
+        .to_string()
+        .contains("cannot read"));
+}
+
+// ---------------------------------------------------------------- instantiation
+
+fn turns(i: &Instance) -> Vec<&Turn> {
+    i.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Turn(t) => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn instantiate_groups_turns_and_builds_the_fake_script() {
+    let f = "  - id: region\n    states: Region is us-east-2.\n    updates: [Region is eu-central-1.]\n    question: Which region?\n    expect: {contains: eu-central-1}\n  - id: lib\n    question: Which library?\n    expect: {abstain: true}";
+    let script = "  - user: 'Start. {fact:region}'\n  - tool_calls:\n      - {call: {name: read_file, args: {path: 'a.rs', n: 3}}, result: one}\n      - {call: {name: read_file, args: {path: b.rs}}, result: two}\n  - tool_calls:\n      - {call: {name: read_file}, result: {filler: {tokens: 50, kind: code}}}\n  - assistant: done\n  - user: 'Update: {fact:region@1}'\n  - restart: {}\n  - edit_instructions: {append: 'Be brief.'}\n  - edit_instructions: {append: 'Be kind.'}\n  - probe: [region, lib]";
+    let s = load(&yaml(
+        f,
+        script,
+        "instructions: Base.\nfaults:\n  - {at_request: 4, provider: overflow}\n",
+    ))
+    .unwrap();
+    let inst = s.instantiate(7, &words);
+    let t = turns(&inst);
+    assert_eq!(t.len(), 3);
+    assert_eq!(t[0].user, "Start. Region is us-east-2.");
+    assert_eq!(t[0].tool_rounds.len(), 2);
+    assert_eq!(t[0].tool_rounds[0].len(), 2);
+    assert_eq!(
+        t[0].tool_rounds[0][0].arguments,
+        serde_json::json!({"path": "a.rs", "n": 3})
+    );
+    assert_eq!(t[0].tool_rounds[0][1].result, "two");
+    assert!(words(&t[0].tool_rounds[1][0].result).abs_diff(50) <= 3);
+    assert_eq!(t[0].reply.as_deref(), Some("done"));
+    assert_eq!(t[1].user, "Update: Region is eu-central-1.");
+    assert_eq!(t[1].reply, None);
+    assert_eq!(inst.steps[2], Step::Restart);
+    assert_eq!(
+        inst.steps[3],
+        Step::EditInstructions {
+            text: "Base.\nBe brief.".into()
+        }
+    );
+    assert_eq!(
+        inst.steps[4],
+        Step::EditInstructions {
+            text: "Base.\nBe brief.\nBe kind.".into()
+        }
+    );
+    assert_eq!(
+        t[2].probe,
+        Some(vec!["region".to_string(), "lib".to_string()])
+    );
+    assert_eq!(
+        t[2].user,
+        format!("{PROBE_LEAD_IN}\n1. Which region?\n2. Which library?")
+    );
+
+    let fake = &inst.fake;
+    assert_eq!(fake.model, "fake-16384");
+    assert_eq!(fake.context_window, 16384);
+    assert_eq!(fake.turns.len(), 3);
+    assert_eq!(fake.turns[0].user, t[0].user);
+    assert!(
+        matches!(&fake.turns[0].replies[..], [FakeReply::ToolCalls { calls }, FakeReply::ToolCalls { .. }, FakeReply::Text { text }] if calls.len() == 2 && text == "done")
+    );
+    assert!(fake.turns[1].replies.is_empty());
+    assert!(matches!(&fake.turns[2].replies[..], [FakeReply::Probe { facts }] if facts.len() == 2));
+    assert_eq!(
+        fake.facts[0].statements,
+        vec!["Region is us-east-2.", "Region is eu-central-1."]
+    );
+    assert!(fake.facts[1].statements.is_empty());
+    assert_eq!(
+        fake.faults,
+        vec![FakeFault::OverflowAtRequest { request: 4 }]
+    );
+}
+
+#[test]
+fn repeat_indices_and_nesting() {
+    let script = "  - user: '{fact:db}'\n  - repeat: 2\n    steps:\n      - user: 'outer {i}/{i0}'\n      - repeat: 3\n        steps:\n          - user: 'inner {i}'\n      - edit_instructions: {set: 'rule {i}'}";
+    let s = load(&yaml(DB_FACT, script, "")).unwrap();
+    let inst = s.instantiate(0, &words);
+    let users: Vec<&str> = turns(&inst).iter().map(|t| t.user.as_str()).collect();
+    assert_eq!(
+        users,
+        [
+            "Use PostgreSQL.",
+            "outer 1/0",
+            "inner 1",
+            "inner 2",
+            "inner 3",
+            "outer 2/1",
+            "inner 1",
+            "inner 2",
+            "inner 3"
+        ]
+    );
+    assert!(inst.steps.contains(&Step::EditInstructions {
+        text: "rule 2".into()
+    }));
+}
+
+#[test]
+fn instantiation_is_deterministic_per_seed() {
+    let s = load_file(&repo_root().join("scenarios/long-recall.yaml")).unwrap();
+    let a = s.instantiate(11, &words);
+    let b = s.instantiate(11, &words);
+    assert_eq!(a.steps, b.steps);
+    assert_eq!(a.fake, b.fake);
+    assert_eq!(
+        serde_json::to_string(&a.steps).unwrap(),
+        serde_json::to_string(&b.steps).unwrap()
+    );
+    let c = s.instantiate(12, &words);
+    assert_ne!(a.steps, c.steps);
+    // Different seeds change filler only: the user texts are the same.
+    let ua: Vec<&str> = turns(&a).iter().map(|t| t.user.as_str()).collect();
+    let uc: Vec<&str> = turns(&c).iter().map(|t| t.user.as_str()).collect();
+    assert_eq!(ua, uc);
+}
+
+#[test]
+fn long_recall_shape() {
+    let s = load_file(&repo_root().join("scenarios/long-recall.yaml")).unwrap();
+    let inst = s.instantiate(1, &words);
+    let t = turns(&inst);
+    assert!(t.len() >= 200, "{} turns", t.len());
+    let probes: Vec<usize> = t
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.probe.is_some())
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(probes.len(), 4);
+    assert!(
+        probes[0] <= 25 && probes[1] >= 90 && probes[2] >= 190 && probes[3] == t.len() - 1,
+        "{probes:?}"
+    );
+    assert_eq!(s.facts.len(), 6);
+    // Probe turns carry only questions: the engine never sees statements through them.
+    for k in &probes {
+        for f in &s.facts {
+            for st in &f.statements {
+                assert!(!t[*k].user.contains(st.as_str()));
+            }
+        }
+    }
+    // Tool reads are 300–600 tokens of code.
+    let sizes: Vec<u64> = t
+        .iter()
+        .flat_map(|t| t.tool_rounds.iter().flatten())
+        .map(|c| words(&c.result))
+        .collect();
+    assert!(
+        sizes.iter().all(|n| (250..=600).contains(n)),
+        "{:?}",
+        &sizes[..4]
+    );
+}
+
+#[test]
+fn instruction_placeholders_resolve_at_load_time() {
+    let s = load_file(&repo_root().join("scenarios/instruction-change.yaml")).unwrap();
+    assert!(s.instructions.contains("cargo nextest run"));
+    let inst = s.instantiate(3, &words);
+    let edit = inst.steps.iter().find_map(|s| match s {
+        Step::EditInstructions { text } => Some(text.clone()),
+        _ => None,
+    });
+    assert!(edit.unwrap().contains("make check"));
+    let pos_edit = inst
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::EditInstructions { .. }))
+        .unwrap();
+    assert_eq!(inst.steps[pos_edit + 1], Step::Restart);
+    assert!(matches!(inst.steps.last(), Some(Step::Turn(t)) if t.probe.is_some()));
+}
+
+#[test]
+fn diagnostics_render_like_a_compiler() {
+    let d = Diagnostic {
+        file: "s.yaml".into(),
+        line: Some(12),
+        column: Some(5),
+        message: "oops".into(),
+        expected: Some("better".into()),
+        snippet: Some("\t- bad".into()),
+    };
+    assert_eq!(
+        d.to_string(),
+        "s.yaml:12:5: error: oops\n  expected: better\n   |\n12 | \t- bad\n   | \t   ^"
+    );
+    let f = Diagnostic {
+        line: None,
+        column: None,
+        snippet: None,
+        expected: None,
+        ..d
+    };
+    assert_eq!(f.to_string(), "s.yaml: error: oops");
+}
+
+#[test]
+fn tmp_time() {
+    let tk = ctxbench_adapters::fake::FakeTokenizer::new();
+    let s = load_file(&repo_root().join("scenarios/long-recall.yaml")).unwrap();
+    let t = std::time::Instant::now();
+    let i = s.instantiate(1, &|x: &str| tk.count_text(x));
+    eprintln!("{} steps in {:?}", i.steps.len(), t.elapsed());
+    let t = std::time::Instant::now();
+    let _ = load_file(&repo_root().join("scenarios/schema-pressure.yaml")).unwrap();
+    eprintln!("load schema-pressure {:?}", t.elapsed());
+}
+
+#[test]
+fn tmp_prof() {
+    use super::generate::filler;
+    use super::template::FillerKind;
+    let tk = ctxbench_adapters::fake::FakeTokenizer::new();
+    let t = std::time::Instant::now();
+    for k in 0..600 {
+        let _ = filler(1, &format!("k{k}"), 450, FillerKind::Code, &|x: &str| {
+            (x.len() as u64).div_ceil(4)
+        });
+    }
+    eprintln!("len/4: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    for k in 0..600 {
+        let _ = filler(1, &format!("k{k}"), 450, FillerKind::Code, &|x: &str| {
+            tk.count_text(x)
+        });
+    }
+    eprintln!("fake: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let mut n = 0;
+    for k in 0..600 {
+        n += tk.count_text(&"let mut buf = Config::with_capacity(x.len());\n".repeat(45 + k % 2));
+    }
+    eprintln!("fake count only 600x2KB: {:?} {n}", t.elapsed());
+}

@@ -1,0 +1,1575 @@
+//! From the parsed YAML shape ([`RawScenario`]) to a validated [`Scenario`]: resolves
+//! defaults, generates tool catalogues, parses placeholders, and runs every cross-check.
+//!
+//! Checks never stop at the first problem: each records a located diagnostic and the walk
+//! goes on, so an author fixes a file in one round. A [`Scenario`] is returned only when
+//! nothing was recorded.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use ctxbench_adapters::capabilities::{self, ModelCapabilities, NativeCompaction, Provenance};
+use ctxbench_adapters::estimate::EstimatorKind;
+use ctxbench_adapters::ToolDefinition;
+use regex::Regex;
+use serde_json::Value;
+use serde_saphyr::{Location, Spanned};
+use sha2::{Digest, Sha256};
+
+use super::compiled::{
+    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec, Scenario,
+};
+use super::diagnostics::Reporter;
+use super::generate;
+use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
+use super::raw::{
+    RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawModel, RawOutcome,
+    RawProviderFault, RawScenario, RawStep, RawTool,
+};
+use super::template::{self, Piece, Template};
+use super::{
+    KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FILLER_TOKENS,
+    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, SUPPORTED_VERSION,
+};
+use crate::mode::Mode;
+
+/// Shortest accepted secret: redacting a shorter value would mangle ordinary text.
+const MIN_SECRET_CHARS: usize = 6;
+
+/// The location of a spanned node, when it has one.
+fn at<T>(s: &Spanned<T>) -> Option<Location> {
+    Some(s.referenced).filter(|l| l.line() > 0)
+}
+
+/// `[a-z0-9][a-z0-9-]*`: ids and tags appear in file names, CSV columns and URLs.
+fn is_slug(s: &str, extra: &[char]) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_lowercase() || f.is_ascii_digit())
+        && c.all(|ch| {
+            ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-' || extra.contains(&ch)
+        })
+}
+
+/// Tool names as providers accept them (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`).
+fn is_tool_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Edit distance counting an adjacent transposition as one edit (optimal string
+/// alignment), for "did you mean" hints: `lbi` is one edit from `lib`.
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// "one of: a, b, c (did you mean `b`?)" over `names` (at most 12 listed).
+fn one_of<'n>(names: impl IntoIterator<Item = &'n str>, wrong: &str) -> String {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.is_empty() {
+        return "none is defined".to_string();
+    }
+    let mut s = String::from("one of: ");
+    let shown: Vec<String> = names.iter().take(12).map(|n| format!("`{n}`")).collect();
+    s.push_str(&shown.join(", "));
+    if names.len() > 12 {
+        s.push_str(&format!(", … ({} in all)", names.len()));
+    }
+    let best = names
+        .iter()
+        .map(|n| (distance(n, wrong), *n))
+        .filter(|(d, n)| *d <= 2.max(n.len() / 4) || (wrong.len() >= 3 && n.starts_with(wrong)))
+        .min();
+    if let Some((_, n)) = best {
+        s.push_str(&format!(" (did you mean `{n}`?)"));
+    }
+    s
+}
+
+/// What the checks need to know about a fact.
+struct FactInfo {
+    /// Number of statements (`states` + updates); 0 for an abstention.
+    versions: usize,
+    /// The statements, oldest first.
+    statements: Vec<String>,
+    abstain: bool,
+    at: Option<Location>,
+}
+
+/// The validator's state for one file.
+struct Check<'r, 'a> {
+    rep: &'r mut Reporter<'a>,
+    source: &'a str,
+    counter: &'r dyn Fn(&str) -> u64,
+    facts: BTreeMap<String, FactInfo>,
+    /// (fact id, version) inserted somewhere: instructions or script.
+    placed: BTreeSet<(String, usize)>,
+    tools: BTreeSet<String>,
+    /// Tokens of generated tool definitions so far (bounded by `MAX_CATALOGUE_TOKENS`).
+    catalogue_tokens: u64,
+}
+
+/// A validated scenario plus what suite-level checks need.
+pub(crate) struct Compiled {
+    pub(crate) scenario: Scenario,
+    pub(crate) id_at: Option<Location>,
+}
+
+/// Validates `raw` (parsed from `text`), recording every problem in `rep`.
+pub(crate) fn compile<'a>(
+    source: &'a str,
+    text: &str,
+    raw: RawScenario,
+    rep: &mut Reporter<'a>,
+    counter: &dyn Fn(&str) -> u64,
+) -> Option<Compiled> {
+    let mut c = Check {
+        rep,
+        source,
+        counter,
+        facts: BTreeMap::new(),
+        placed: BTreeSet::new(),
+        tools: BTreeSet::new(),
+        catalogue_tokens: 0,
+    };
+    c.run(text, raw)
+}
+
+impl Check<'_, '_> {
+    fn err(
+        &mut self,
+        at: Option<Location>,
+        message: impl Into<String>,
+        expected: impl Into<Option<String>>,
+    ) {
+        self.rep.error(at, message, expected.into());
+    }
+
+    fn run(&mut self, text: &str, raw: RawScenario) -> Option<Compiled> {
+        if let Some(v) = &raw.version {
+            if v.value != SUPPORTED_VERSION {
+                self.err(
+                    at(v),
+                    format!("unsupported format version {}", v.value),
+                    Some(format!("`version: {SUPPORTED_VERSION}` (or omit it)")),
+                );
+            }
+        }
+        let id = raw.id.value.clone();
+        if !is_slug(&id, &[]) {
+            self.err(
+                at(&raw.id),
+                format!("invalid scenario id `{id}`"),
+                Some("lowercase letters, digits and `-`, starting with a letter or digit, e.g. `long-recall`".to_string()),
+            );
+        }
+        let title = raw
+            .title
+            .as_ref()
+            .map(|t| t.value.clone())
+            .unwrap_or_else(|| id.clone());
+        let description = raw
+            .description
+            .as_ref()
+            .map(|d| d.value.clone())
+            .unwrap_or_default();
+        let tags = self.tags(&raw.tags);
+        let modes = self.modes(raw.modes.as_ref());
+        let model = self.model(&raw.model);
+        let context = self.context(raw.context.as_ref(), &model, at(&raw.model));
+        let facts = self.facts(&raw.facts);
+        let instructions = match &raw.instructions {
+            Some(i) => self.instructions(i),
+            None => String::new(),
+        };
+        let tools = self.tools(&raw.tools);
+        let secrets = self.secrets(&raw.secrets);
+        let script = self.script(&raw.script);
+        self.unplaced_facts(&raw.facts);
+        let faults = self.faults(&raw.faults);
+        let expect = self.expect(raw.expect.as_ref(), &modes);
+
+        if !self.rep.is_clean() {
+            return None;
+        }
+        let model = model?;
+        let scenario = Scenario {
+            id,
+            title,
+            description,
+            tags,
+            modes,
+            source: self.source.to_string(),
+            source_hash: hex::encode(Sha256::digest(text.as_bytes())),
+            model,
+            context,
+            instructions,
+            tools,
+            secrets,
+            facts,
+            faults,
+            expect,
+            script,
+        };
+        Some(Compiled {
+            scenario,
+            id_at: at(&raw.id),
+        })
+    }
+
+    fn tags(&mut self, raw: &[Spanned<String>]) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for t in raw {
+            if !is_slug(&t.value, &[]) {
+                self.err(
+                    at(t),
+                    format!("invalid tag `{}`", t.value),
+                    Some("lowercase letters, digits and `-`, e.g. `long-session`".to_string()),
+                );
+            } else if !seen.insert(t.value.clone()) {
+                self.err(
+                    at(t),
+                    format!("duplicate tag `{}`", t.value),
+                    Some("each tag once".to_string()),
+                );
+            } else {
+                out.push(t.value.clone());
+            }
+        }
+        out
+    }
+
+    fn modes(&mut self, raw: Option<&Spanned<Vec<Spanned<Mode>>>>) -> Vec<Mode> {
+        let Some(raw) = raw else {
+            return Mode::ALL.to_vec();
+        };
+        if raw.value.is_empty() {
+            self.err(
+                at(raw),
+                "`modes` is empty: the scenario would never run",
+                Some(
+                    "some of `off`, `warn`, `compact` (or omit `modes` for all three)".to_string(),
+                ),
+            );
+        }
+        let mut out = Vec::new();
+        for m in &raw.value {
+            if out.contains(&m.value) {
+                self.err(
+                    at(m),
+                    format!("duplicate mode `{}`", m.value),
+                    Some("each mode once".to_string()),
+                );
+            } else {
+                out.push(m.value);
+            }
+        }
+        out
+    }
+
+    fn positive(&mut self, v: &Spanned<i64>, what: &str) -> Option<u64> {
+        if v.value <= 0 {
+            self.err(
+                at(v),
+                format!("`{what}` must be positive, found {}", v.value),
+                Some("a whole number ≥ 1".to_string()),
+            );
+            None
+        } else {
+            Some(v.value as u64)
+        }
+    }
+
+    fn non_negative(&mut self, v: &Spanned<i64>, what: &str) -> Option<u64> {
+        if v.value < 0 {
+            self.err(
+                at(v),
+                format!("`{what}` must not be negative, found {}", v.value),
+                Some("a whole number ≥ 0".to_string()),
+            );
+            None
+        } else {
+            Some(v.value as u64)
+        }
+    }
+
+    fn model(&mut self, raw: &Spanned<RawModel>) -> Option<ModelCapabilities> {
+        let m = &raw.value;
+        if let Some(cap) = &m.capability {
+            let mut ok = true;
+            let others = [
+                ("context_window", m.context_window.as_ref().map(at)),
+                ("max_output", m.max_output.as_ref().map(at)),
+                ("estimator", m.estimator.as_ref().map(at)),
+                ("id", m.id.as_ref().map(at)),
+            ];
+            for (key, present) in others {
+                if let Some(loc) = present {
+                    ok = false;
+                    self.err(
+                        loc.or(at(raw)),
+                        format!("`{key}` cannot be combined with `capability`"),
+                        Some("either `{capability: NAME}` (numbers from the capability table) or `{context_window, max_output, estimator?, id?}`".to_string()),
+                    );
+                }
+            }
+            if cap.value.trim().is_empty() {
+                self.err(
+                    at(cap),
+                    "`capability` is empty",
+                    Some("a model id from the capability table, e.g. `fake-16k`".to_string()),
+                );
+                return None;
+            }
+            // An unknown model is not an error: it gets the conservative fallback and the
+            // fallback is recorded as its provenance, which reports show.
+            return ok.then(|| capabilities::lookup(&cap.value));
+        }
+        let window = match &m.context_window {
+            Some(w) => self.positive(w, "context_window"),
+            None => {
+                self.err(
+                    at(raw),
+                    "`model` needs `context_window` and `max_output`, or `capability`",
+                    Some("`model: {context_window: 16384, max_output: 1024}` or `model: {capability: fake-16k}`".to_string()),
+                );
+                None
+            }
+        };
+        let max_output = match &m.max_output {
+            Some(o) => self.positive(o, "max_output"),
+            None => {
+                if m.context_window.is_some() {
+                    self.err(
+                        at(raw),
+                        "`model` needs `max_output` next to `context_window`",
+                        Some(
+                            "`max_output: N` (the provider's output limit per request)".to_string(),
+                        ),
+                    );
+                }
+                None
+            }
+        };
+        if let (Some(w), Some(o), Some(mo)) = (window, max_output, &m.max_output) {
+            if o > w {
+                self.err(
+                    at(mo),
+                    format!("`max_output` ({o}) is larger than `context_window` ({w})"),
+                    Some(format!("at most {w}")),
+                );
+            }
+        }
+        let estimator = match &m.estimator {
+            Some(e) => match e.value.parse::<EstimatorKind>() {
+                Ok(k) => Some(k),
+                Err(_) => {
+                    self.err(
+                        at(e),
+                        format!("unknown estimator `{}`", e.value),
+                        Some(one_of(
+                            EstimatorKind::ALL.iter().map(|k| k.as_str()),
+                            &e.value,
+                        )),
+                    );
+                    None
+                }
+            },
+            None => Some(EstimatorKind::Cl100kBase),
+        };
+        let model_id = match &m.id {
+            Some(i) if i.value.trim().is_empty() => {
+                self.err(
+                    at(i),
+                    "`model.id` is empty",
+                    Some("a model name, e.g. `fake-16k`".to_string()),
+                );
+                None
+            }
+            Some(i) => Some(i.value.clone()),
+            None => window.map(|w| format!("fake-{w}")),
+        };
+        Some(ModelCapabilities {
+            model: model_id?,
+            context_window: window?,
+            max_output_tokens: max_output?,
+            estimator: estimator?,
+            native_compaction: NativeCompaction::Unsupported,
+            provenance: Provenance::Declared {
+                by: format!("scenario file {}", self.source),
+            },
+        })
+    }
+
+    fn context(
+        &mut self,
+        raw: Option<&Spanned<super::raw::RawContext>>,
+        model: &Option<ModelCapabilities>,
+        model_at: Option<Location>,
+    ) -> ContextConfig {
+        let mut cfg = ContextConfig::default();
+        let Some(raw) = raw else {
+            if let Some(m) = model {
+                self.context_fits(&cfg, m, None, None, model_at);
+            }
+            return cfg;
+        };
+        let r = &raw.value;
+        let fields = [
+            (&r.reserved_output_tokens, "reserved_output_tokens"),
+            (&r.buffer_tokens, "buffer_tokens"),
+            (&r.recent_tail_tokens, "recent_tail_tokens"),
+            (&r.summary_target_tokens, "summary_target_tokens"),
+        ];
+        let mut values = [None; 4];
+        for (k, (v, name)) in fields.iter().enumerate() {
+            if let Some(v) = v {
+                values[k] = if *name == "buffer_tokens" {
+                    self.non_negative(v, name)
+                } else {
+                    self.positive(v, name)
+                };
+            }
+        }
+        if let Some(v) = values[0] {
+            cfg.reserved_output_tokens = v;
+        }
+        if let Some(v) = values[1] {
+            cfg.buffer_tokens = v;
+        }
+        if let Some(v) = values[2] {
+            cfg.recent_tail_tokens = v;
+        }
+        if let Some(v) = values[3] {
+            cfg.summary_target_tokens = v;
+        }
+        if let Some(m) = model {
+            self.context_fits(
+                &cfg,
+                m,
+                r.reserved_output_tokens.as_ref().and_then(at),
+                r.buffer_tokens.as_ref().and_then(at),
+                at(raw),
+            );
+        }
+        cfg
+    }
+
+    /// Reserved output and buffer are each reserved out of the window: either one as large
+    /// as the window leaves no room for any input, so no request could ever be sent.
+    fn context_fits(
+        &mut self,
+        cfg: &ContextConfig,
+        m: &ModelCapabilities,
+        reserved_at: Option<Location>,
+        buffer_at: Option<Location>,
+        fallback_at: Option<Location>,
+    ) {
+        let w = m.context_window;
+        let default = |given: Option<Location>| if given.is_some() { "" } else { ", the default" };
+        if cfg.reserved_output_tokens >= w {
+            self.err(
+                reserved_at.or(fallback_at),
+                format!(
+                    "`reserved_output_tokens` ({}{}) leaves no input room in the {w}-token window",
+                    cfg.reserved_output_tokens,
+                    default(reserved_at)
+                ),
+                Some(format!(
+                    "`context: {{reserved_output_tokens: N}}` with N < {w}"
+                )),
+            );
+        }
+        if cfg.buffer_tokens >= w {
+            self.err(
+                buffer_at.or(fallback_at),
+                format!(
+                    "`buffer_tokens` ({}{}) leaves no input room in the {w}-token window",
+                    cfg.buffer_tokens,
+                    default(buffer_at)
+                ),
+                Some(format!("`context: {{buffer_tokens: N}}` with N < {w}")),
+            );
+        }
+    }
+
+    fn facts(&mut self, raw: &[Spanned<RawFact>]) -> Vec<Fact> {
+        let mut out = Vec::new();
+        for f in raw {
+            if let Some(fact) = self.fact(f) {
+                out.push(fact);
+            }
+        }
+        out
+    }
+
+    fn fact(&mut self, sf: &Spanned<RawFact>) -> Option<Fact> {
+        let f = &sf.value;
+        let id = f.id.value.clone();
+        let mut ok = true;
+        if !is_slug(&id, &['_']) {
+            ok = false;
+            self.err(
+                at(&f.id),
+                format!("invalid fact id `{id}`"),
+                Some("lowercase letters, digits, `-` and `_`, e.g. `deploy-region`".to_string()),
+            );
+        }
+        if let Some(prev) = self.facts.get(&id) {
+            let first = prev
+                .at
+                .map(|l| format!(" (first defined on line {})", l.line()))
+                .unwrap_or_default();
+            self.err(
+                at(&f.id),
+                format!("duplicate fact id `{id}`{first}"),
+                Some("a unique id per fact".to_string()),
+            );
+            return None;
+        }
+        if f.question.value.trim().is_empty() {
+            ok = false;
+            self.err(
+                at(&f.question),
+                "the fact's `question` is empty",
+                Some("the question a probe asks".to_string()),
+            );
+        }
+        let abstain = matches!(f.expect.value, RawAnswer::Abstain(true));
+        let check = match &f.expect.value {
+            RawAnswer::Exact(s) | RawAnswer::Contains(s) | RawAnswer::Regex(s)
+                if s.trim().is_empty() =>
+            {
+                ok = false;
+                self.err(
+                    at(&f.expect),
+                    "the expected answer is empty",
+                    Some("a non-empty text".to_string()),
+                );
+                None
+            }
+            RawAnswer::Exact(s) => Some(AnswerCheck::Exact(s.clone())),
+            RawAnswer::Contains(s) => Some(AnswerCheck::Contains(s.clone())),
+            RawAnswer::Regex(s) => match Regex::new(s) {
+                Ok(_) => Some(AnswerCheck::Regex(s.clone())),
+                Err(e) => {
+                    ok = false;
+                    let detail = e
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
+                    self.err(
+                        at(&f.expect),
+                        format!("`regex` does not compile: {detail}"),
+                        Some("a regular expression in Rust `regex` syntax".to_string()),
+                    );
+                    None
+                }
+            },
+            RawAnswer::OneOf(v) if v.is_empty() || v.iter().any(|s| s.trim().is_empty()) => {
+                ok = false;
+                self.err(
+                    at(&f.expect),
+                    "`one_of` needs non-empty alternatives",
+                    Some("`one_of: [a, b]`".to_string()),
+                );
+                None
+            }
+            RawAnswer::OneOf(v) => Some(AnswerCheck::OneOf(v.clone())),
+            RawAnswer::Abstain(true) => Some(AnswerCheck::Abstain),
+            RawAnswer::Abstain(false) => {
+                ok = false;
+                self.err(
+                    at(&f.expect),
+                    "`abstain: false` is not a check",
+                    Some(
+                        "`abstain: true`, or one of `exact`, `contains`, `regex`, `one_of`"
+                            .to_string(),
+                    ),
+                );
+                None
+            }
+        };
+        let mut statements = Vec::new();
+        if abstain {
+            if let Some(s) = &f.states {
+                ok = false;
+                self.err(
+                    at(s),
+                    "a fact expected to be abstained from cannot have `states`",
+                    Some(
+                        "remove `states` (an abstention fact is never stated), or expect an answer"
+                            .to_string(),
+                    ),
+                );
+            }
+            if let Some(u) = f.updates.first() {
+                ok = false;
+                self.err(
+                    at(u),
+                    "a fact expected to be abstained from cannot have `updates`",
+                    Some("remove `updates`".to_string()),
+                );
+            }
+        } else {
+            match &f.states {
+                Some(s) if s.value.trim().is_empty() => {
+                    ok = false;
+                    self.err(
+                        at(s),
+                        "`states` is empty",
+                        Some("the sentence that states the fact".to_string()),
+                    );
+                }
+                Some(s) => statements.push(s.value.clone()),
+                None => {
+                    ok = false;
+                    self.err(
+                        at(sf),
+                        format!("fact `{id}` has no `states`"),
+                        Some("`states: \"…\"` (the sentence placed with `{fact:ID}`), or `expect: {abstain: true}`".to_string()),
+                    );
+                }
+            }
+            for u in &f.updates {
+                if u.value.trim().is_empty() {
+                    ok = false;
+                    self.err(
+                        at(u),
+                        "an update is empty",
+                        Some("the sentence that supersedes the fact".to_string()),
+                    );
+                }
+                statements.push(u.value.clone());
+            }
+        }
+        self.facts.insert(
+            id.clone(),
+            FactInfo {
+                versions: statements.len(),
+                statements: statements.clone(),
+                abstain,
+                at: at(&f.id),
+            },
+        );
+        let check = check?;
+        if ok {
+            self.answer_matches(&f.expect, &check, &statements);
+        }
+        ok.then(|| Fact {
+            id,
+            statements,
+            question: f.question.value.clone(),
+            expect: check,
+        })
+    }
+
+    /// The newest statement is the right answer (knowledge update): an expectation that only
+    /// an older statement satisfies would reward the stale answer.
+    fn answer_matches(
+        &mut self,
+        expect: &Spanned<RawAnswer>,
+        check: &AnswerCheck,
+        statements: &[String],
+    ) {
+        let Some(newest) = statements.last() else {
+            return;
+        };
+        let matches: Box<dyn Fn(&str) -> bool> = match check {
+            AnswerCheck::Contains(s) => {
+                let s = s.to_lowercase();
+                Box::new(move |x: &str| x.to_lowercase().contains(&s))
+            }
+            AnswerCheck::OneOf(v) => {
+                let v: Vec<String> = v.iter().map(|s| s.to_lowercase()).collect();
+                Box::new(move |x: &str| {
+                    let x = x.to_lowercase();
+                    v.iter().any(|s| x.contains(s))
+                })
+            }
+            AnswerCheck::Regex(r) => match Regex::new(r) {
+                Ok(re) => Box::new(move |x: &str| re.is_match(x)),
+                Err(_) => return,
+            },
+            AnswerCheck::Exact(_) | AnswerCheck::Abstain => return,
+        };
+        if matches(newest) {
+            return;
+        }
+        let older = statements[..statements.len() - 1]
+            .iter()
+            .position(|s| matches(s));
+        match older {
+            Some(k) => {
+                let which = if k == 0 {
+                    "`states`".to_string()
+                } else {
+                    format!("update {k}")
+                };
+                self.err(
+                    at(expect),
+                    format!(
+                        "expect matches a superseded statement ({which}) but not the newest one"
+                    ),
+                    Some(format!(
+                        "an answer found in the newest statement: \"{newest}\""
+                    )),
+                );
+            }
+            None => self.err(
+                at(expect),
+                "expect matches none of the fact's statements",
+                Some(format!(
+                    "an answer found in the newest statement: \"{newest}\""
+                )),
+            ),
+        }
+    }
+
+    /// Parses a text's placeholders and checks them against the facts and the repeat depth.
+    fn template(&mut self, s: &Spanned<String>, in_repeat: bool, allow_filler: bool) -> Template {
+        self.template_at(&s.value, at(s), in_repeat, allow_filler)
+    }
+
+    fn template_at(
+        &mut self,
+        text: &str,
+        loc: Option<Location>,
+        in_repeat: bool,
+        allow_filler: bool,
+    ) -> Template {
+        let t = match template::parse(text) {
+            Ok(t) => t,
+            Err(errors) => {
+                for e in errors {
+                    self.rep
+                        .error_in(loc, &e.written, e.message, Some(e.expected));
+                }
+                return Template::literal(text);
+            }
+        };
+        for p in &t.pieces {
+            match p {
+                Piece::Text(_) => {}
+                Piece::Index { zero_based } => {
+                    if !in_repeat {
+                        let w = if *zero_based { "{i0}" } else { "{i}" };
+                        self.rep.error_in(
+                            loc,
+                            w,
+                            format!("`{w}` is used outside any `repeat` block"),
+                            Some(
+                                "use the repeat index only inside `repeat: N` + `steps:`"
+                                    .to_string(),
+                            ),
+                        );
+                    }
+                }
+                Piece::Fact { id, version } => self.fact_ref(id, *version, loc),
+                Piece::Filler { tokens, .. } => {
+                    if !allow_filler {
+                        self.rep.error_in(
+                            loc,
+                            "{filler:",
+                            "`{filler:…}` is not allowed here",
+                            Some(
+                                "literal text (filler goes in user texts, replies and results)"
+                                    .to_string(),
+                            ),
+                        );
+                    } else {
+                        self.filler_size(*tokens, loc);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    fn fact_ref(&mut self, id: &str, version: usize, loc: Option<Location>) {
+        let written = if version == 0 {
+            format!("{{fact:{id}}}")
+        } else {
+            format!("{{fact:{id}@{version}}}")
+        };
+        let problem = match self.facts.get(id) {
+            None => {
+                let expected = one_of(self.facts.keys().map(String::as_str), id);
+                Some((
+                    format!("`{written}` refers to undefined fact `{id}`"),
+                    format!("a fact id defined under `facts:` — {expected}"),
+                ))
+            }
+            Some(f) if f.abstain => Some((
+                format!(
+                    "`{written}`: fact `{id}` is an abstention fact and has no statement to insert"
+                ),
+                "never state an abstention fact; or give it `states` and a real `expect`"
+                    .to_string(),
+            )),
+            Some(f) if version >= f.versions && f.versions > 0 => {
+                let have = f.versions - 1;
+                Some((
+                    format!("`{written}`: fact `{id}` has {have} update(s)"),
+                    if have == 0 {
+                        format!("`{{fact:{id}}}` (add `updates:` to the fact to supersede it)")
+                    } else {
+                        format!("`{{fact:{id}@N}}` with 1 ≤ N ≤ {have}")
+                    },
+                ))
+            }
+            Some(_) => {
+                self.placed.insert((id.to_string(), version));
+                None
+            }
+        };
+        if let Some((message, expected)) = problem {
+            self.rep.error_in(loc, &written, message, Some(expected));
+        }
+    }
+
+    fn filler_size(&mut self, tokens: u64, loc: Option<Location>) {
+        if tokens == 0 || tokens > MAX_FILLER_TOKENS {
+            self.err(
+                loc,
+                format!("filler of {tokens} tokens"),
+                Some(format!("1 to {MAX_FILLER_TOKENS} tokens")),
+            );
+        }
+    }
+
+    /// Initial instructions: `{fact:…}` and `{filler:N}` are resolved now (filler with a
+    /// fixed seed, so the instructions are the same in every trial).
+    fn instructions(&mut self, raw: &Spanned<String>) -> String {
+        let t = self.template(raw, false, true);
+        let mut out = String::new();
+        for (k, p) in t.pieces.iter().enumerate() {
+            match p {
+                Piece::Text(s) => out.push_str(s),
+                Piece::Fact { id, version } => {
+                    // Checked above; an unknown reference already recorded an error.
+                    if let Some(s) = self.statement(id, *version) {
+                        out.push_str(&s);
+                    }
+                }
+                Piece::Filler { tokens, kind } => {
+                    if *tokens <= MAX_FILLER_TOKENS {
+                        out.push_str(&generate::filler(
+                            0,
+                            &format!("instructions/{k}"),
+                            *tokens,
+                            *kind,
+                            self.counter,
+                        ));
+                    }
+                }
+                Piece::Index { .. } => {}
+            }
+        }
+        out
+    }
+
+    /// The text of statement `version` of fact `id` (`None` when the reference is invalid,
+    /// which has already been reported).
+    fn statement(&self, id: &str, version: usize) -> Option<String> {
+        self.facts.get(id)?.statements.get(version).cloned()
+    }
+
+    fn tools(&mut self, raw: &[Spanned<RawTool>]) -> Vec<ToolDefinition> {
+        let mut out: Vec<ToolDefinition> = Vec::new();
+        let mut first_at: HashMap<String, Option<Location>> = HashMap::new();
+        for st in raw {
+            let generated = self.tool_entry(st);
+            for tool in generated {
+                if let Some(prev) = first_at.get(&tool.name) {
+                    let first = prev
+                        .map(|l| format!(" (first defined on line {})", l.line()))
+                        .unwrap_or_default();
+                    self.err(
+                        tool_at(st),
+                        format!("duplicate tool name `{}`{first}", tool.name),
+                        Some(
+                            "unique tool names; give each `generate` block its own `prefix`"
+                                .to_string(),
+                        ),
+                    );
+                    continue;
+                }
+                first_at.insert(tool.name.clone(), tool_at(st));
+                self.tools.insert(tool.name.clone());
+                out.push(tool);
+            }
+        }
+        out
+    }
+
+    fn tool_entry(&mut self, st: &Spanned<RawTool>) -> Vec<ToolDefinition> {
+        let t = &st.value;
+        if let Some(g) = &t.generate {
+            for (key, present) in [
+                ("name", t.name.is_some()),
+                ("description", t.description.is_some()),
+                ("parameters", t.parameters.is_some()),
+            ] {
+                if present {
+                    self.err(
+                        at(st),
+                        format!("`{key}` cannot be combined with `generate`"),
+                        Some("either a tool `{name, description, parameters}` or `{generate: {count, schema_tokens, prefix}}`".to_string()),
+                    );
+                }
+            }
+            let count = self.positive(&g.value.count, "count");
+            if let Some(c) = count {
+                if c > MAX_GENERATED_TOOLS {
+                    self.err(
+                        at(&g.value.count),
+                        format!("`count` of {c} tools"),
+                        Some(format!("at most {MAX_GENERATED_TOOLS}")),
+                    );
+                    return Vec::new();
+                }
+            }
+            let size = self.positive(&g.value.schema_tokens, "schema_tokens");
+            if let Some(s) = size {
+                if !(20..=MAX_SCHEMA_TOKENS).contains(&s) {
+                    self.err(
+                        at(&g.value.schema_tokens),
+                        format!("`schema_tokens` of {s}"),
+                        Some(format!("20 to {MAX_SCHEMA_TOKENS} tokens per tool")),
+                    );
+                    return Vec::new();
+                }
+            }
+            let prefix = g
+                .value
+                .prefix
+                .as_ref()
+                .map(|p| p.value.clone())
+                .unwrap_or_else(|| "tool_".to_string());
+            if !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                || prefix.len() > 40
+            {
+                self.err(
+                    g.value.prefix.as_ref().and_then(at).or(at(g)),
+                    format!("invalid tool prefix `{prefix}`"),
+                    Some("letters, digits, `_` and `-`, at most 40 characters".to_string()),
+                );
+                return Vec::new();
+            }
+            let seed = g.value.seed.as_ref().map(|s| s.value).unwrap_or(0);
+            let (Some(c), Some(s)) = (count, size) else {
+                return Vec::new();
+            };
+            self.catalogue_tokens = self.catalogue_tokens.saturating_add(c.saturating_mul(s));
+            if self.catalogue_tokens > MAX_CATALOGUE_TOKENS {
+                self.err(
+                    at(g),
+                    format!("generated tool catalogues total {} tokens", self.catalogue_tokens),
+                    Some(format!("at most {MAX_CATALOGUE_TOKENS} tokens of generated tools per file (count × schema_tokens)")),
+                );
+                return Vec::new();
+            }
+            return generate::tool_catalogue(&prefix, c, s, seed, self.counter);
+        }
+        let Some(name) = &t.name else {
+            self.err(
+                at(st),
+                "a tool needs `name` (or `generate`)",
+                Some("`{name, description, parameters}` or `{generate: {count, schema_tokens, prefix}}`".to_string()),
+            );
+            return Vec::new();
+        };
+        if !is_tool_name(&name.value) {
+            self.err(
+                at(name),
+                format!("invalid tool name `{}`", name.value),
+                Some("1–64 letters, digits, `_` or `-` (what providers accept)".to_string()),
+            );
+            return Vec::new();
+        }
+        let parameters = match &t.parameters {
+            Some(p) if !p.value.is_object() => {
+                self.err(
+                    at(p),
+                    "`parameters` must be a mapping (a JSON schema)",
+                    Some("e.g. `{type: object, properties: {path: {type: string}}, required: [path]}`".to_string()),
+                );
+                return Vec::new();
+            }
+            Some(p) => p.value.clone(),
+            None => serde_json::json!({"type": "object", "properties": {}}),
+        };
+        vec![ToolDefinition {
+            name: name.value.clone(),
+            description: t
+                .description
+                .as_ref()
+                .map(|d| d.value.clone())
+                .unwrap_or_default(),
+            parameters,
+        }]
+    }
+
+    fn secrets(&mut self, raw: &[Spanned<String>]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in raw {
+            if s.value.chars().count() < MIN_SECRET_CHARS {
+                self.err(
+                    at(s),
+                    format!("secret is shorter than {MIN_SECRET_CHARS} characters"),
+                    Some("a realistic secret value (redacting a short one would mangle ordinary text)".to_string()),
+                );
+            } else if out.contains(&s.value) {
+                self.err(
+                    at(s),
+                    "duplicate secret",
+                    Some("each secret once".to_string()),
+                );
+            } else {
+                out.push(s.value.clone());
+            }
+        }
+        out
+    }
+
+    fn script(&mut self, raw: &Spanned<Vec<Spanned<RawStep>>>) -> Vec<ScriptStep> {
+        if raw.value.is_empty() {
+            self.err(
+                at(raw),
+                "the script is empty",
+                Some("at least one `user:` or `probe:` step".to_string()),
+            );
+            return Vec::new();
+        }
+        let steps = self.steps(&raw.value, false);
+        let mut errs = Vec::new();
+        turn_flow(&raw.value, false, &mut errs);
+        for (loc, kind) in errs {
+            self.err(
+                Some(loc),
+                format!("`{kind}` outside a turn: no `user:` step opened one"),
+                Some("a `user:` step before it (an `assistant:` step, a probe, `restart` and `edit_instructions` close the turn)".to_string()),
+            );
+        }
+        // Bounded work: reject scripts whose expansion would be huge before any trial starts.
+        let mut total = 0u64;
+        let mut worst: Option<(u64, Option<Location>)> = None;
+        for (s, r) in steps.iter().zip(&raw.value) {
+            let n = expanded_steps(s);
+            total = total.saturating_add(n);
+            if worst.is_none_or(|(w, _)| n > w) {
+                worst = Some((n, at(r)));
+            }
+        }
+        if total > MAX_EXPANDED_STEPS {
+            let loc = worst.and_then(|(_, l)| l).or(at(raw));
+            self.err(
+                loc,
+                format!("the script expands to {total} steps"),
+                Some(format!(
+                    "at most {MAX_EXPANDED_STEPS} steps after expanding `repeat` blocks"
+                )),
+            );
+        }
+        let filler: u64 = steps.iter().map(filler_tokens).fold(0, u64::saturating_add);
+        if filler > MAX_TOTAL_FILLER_TOKENS {
+            self.err(
+                at(raw),
+                format!("the script generates {filler} tokens of filler"),
+                Some(format!(
+                    "at most {MAX_TOTAL_FILLER_TOKENS} filler tokens per trial"
+                )),
+            );
+        }
+        if !steps.iter().any(has_turn) && self.rep.is_clean() {
+            self.err(
+                at(raw),
+                "the script has no turn",
+                Some("at least one `user:` or `probe:` step".to_string()),
+            );
+        }
+        steps
+    }
+
+    fn steps(&mut self, raw: &[Spanned<RawStep>], in_repeat: bool) -> Vec<ScriptStep> {
+        raw.iter().filter_map(|s| self.step(s, in_repeat)).collect()
+    }
+
+    fn step(&mut self, rs: &Spanned<RawStep>, in_repeat: bool) -> Option<ScriptStep> {
+        let s = &rs.value;
+        let kinds = s.kinds();
+        const KINDS: &str = "exactly one of `user`, `assistant`, `tool_calls`, `probe`, `restart`, `edit_instructions`, or `repeat` with `steps`";
+        if kinds.is_empty() {
+            let msg = if s.steps.is_some() {
+                "`steps` without `repeat`"
+            } else {
+                "empty step"
+            };
+            self.err(at(rs), msg, Some(KINDS.to_string()));
+            return None;
+        }
+        if kinds.len() > 1 {
+            let list: Vec<String> = kinds.iter().map(|k| format!("`{k}`")).collect();
+            self.err(
+                at(rs),
+                format!("one step has several kinds: {}", list.join(", ")),
+                Some(format!("{KINDS} — put each in its own `- ` list item")),
+            );
+            return None;
+        }
+        if s.steps.is_some() && s.repeat.is_none() {
+            self.err(
+                at(rs),
+                "`steps` belongs to `repeat`",
+                Some("`- repeat: N` with `steps: [...]` in the same item".to_string()),
+            );
+            return None;
+        }
+        if let Some(u) = &s.user {
+            return Some(ScriptStep::User(self.template(u, in_repeat, true)));
+        }
+        if let Some(a) = &s.assistant {
+            return self.content(a, in_repeat).map(ScriptStep::Assistant);
+        }
+        if let Some(calls) = &s.tool_calls {
+            if calls.value.is_empty() {
+                self.err(
+                    at(calls),
+                    "`tool_calls` is empty",
+                    Some("at least one `{call: {name, args}, result}`".to_string()),
+                );
+                return None;
+            }
+            let specs: Vec<CallSpec> = calls
+                .value
+                .iter()
+                .filter_map(|c| self.call(c, in_repeat))
+                .collect();
+            return (specs.len() == calls.value.len()).then_some(ScriptStep::ToolCalls(specs));
+        }
+        if let Some(p) = &s.probe {
+            return self.probe(p).map(ScriptStep::Probe);
+        }
+        if s.restart.is_some() {
+            return Some(ScriptStep::Restart);
+        }
+        if let Some(e) = &s.edit_instructions {
+            let edit = match &e.value {
+                RawEdit::Set(t) => InstructionEdit::Set(self.template(t, in_repeat, true)),
+                RawEdit::Append(t) => InstructionEdit::Append(self.template(t, in_repeat, true)),
+            };
+            return Some(ScriptStep::EditInstructions(edit));
+        }
+        if let Some(r) = &s.repeat {
+            let times = self.positive(r, "repeat");
+            let Some(body) = &s.steps else {
+                self.err(
+                    at(rs),
+                    "`repeat` without `steps`",
+                    Some("`steps: [...]` in the same item as `repeat: N`".to_string()),
+                );
+                return None;
+            };
+            if body.value.is_empty() {
+                self.err(
+                    at(body),
+                    "`steps` is empty",
+                    Some("the steps to repeat".to_string()),
+                );
+                return None;
+            }
+            let steps = self.steps(&body.value, true);
+            return Some(ScriptStep::Repeat {
+                times: times?,
+                steps,
+            });
+        }
+        None
+    }
+
+    fn content(&mut self, c: &Spanned<RawContent>, in_repeat: bool) -> Option<Content> {
+        match &c.value {
+            RawContent::Text(t) => Some(Content::Text(self.template_at(t, at(c), in_repeat, true))),
+            RawContent::Filler(f) => {
+                let tokens = self.positive(&f.value.tokens, "tokens")?;
+                self.filler_size(tokens, at(&f.value.tokens));
+                Some(Content::Filler {
+                    tokens,
+                    kind: f.value.kind,
+                })
+            }
+        }
+    }
+
+    fn call(&mut self, sc: &Spanned<RawCall>, in_repeat: bool) -> Option<CallSpec> {
+        let spec = &sc.value.call.value;
+        let name = &spec.name;
+        let mut ok = true;
+        if !self.tools.contains(&name.value) {
+            ok = false;
+            let expected = one_of(self.tools.iter().map(String::as_str), &name.value);
+            self.err(
+                at(name),
+                format!(
+                    "call to tool `{}`, which is not in the catalogue",
+                    name.value
+                ),
+                Some(format!("a tool listed under `tools:` — {expected}")),
+            );
+        }
+        let args = match &spec.args {
+            None => ArgValue::Object(Vec::new()),
+            Some(a) if !a.value.is_object() => {
+                ok = false;
+                self.err(
+                    at(a),
+                    "`args` must be a mapping",
+                    Some("e.g. `args: {path: src/main.rs}`".to_string()),
+                );
+                ArgValue::Object(Vec::new())
+            }
+            Some(a) => self.arg_value(&a.value, at(a), in_repeat),
+        };
+        let result = self.content(&sc.value.result, in_repeat);
+        Some(CallSpec {
+            name: name.value.clone(),
+            args,
+            result: result?,
+        })
+        .filter(|_| ok)
+    }
+
+    fn arg_value(&mut self, v: &Value, loc: Option<Location>, in_repeat: bool) -> ArgValue {
+        match v {
+            Value::String(s) => ArgValue::Text(self.template_at(s, loc, in_repeat, false)),
+            Value::Array(a) => ArgValue::Array(
+                a.iter()
+                    .map(|x| self.arg_value(x, loc, in_repeat))
+                    .collect(),
+            ),
+            Value::Object(o) => ArgValue::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.arg_value(x, loc, in_repeat)))
+                    .collect(),
+            ),
+            other => ArgValue::Plain(other.clone()),
+        }
+    }
+
+    fn probe(&mut self, p: &Spanned<Vec<Spanned<String>>>) -> Option<Vec<String>> {
+        if p.value.is_empty() {
+            self.err(
+                at(p),
+                "`probe` lists no fact",
+                Some("`probe: [fact-id, …]`".to_string()),
+            );
+            return None;
+        }
+        let mut ids: Vec<String> = Vec::new();
+        let mut ok = true;
+        for id in &p.value {
+            if !self.facts.contains_key(&id.value) {
+                ok = false;
+                let expected = one_of(self.facts.keys().map(String::as_str), &id.value);
+                self.err(
+                    at(id),
+                    format!("probe of undefined fact `{}`", id.value),
+                    Some(format!("a fact id defined under `facts:` — {expected}")),
+                );
+            } else if ids.contains(&id.value) {
+                ok = false;
+                self.err(
+                    at(id),
+                    format!("fact `{}` is probed twice in one probe", id.value),
+                    Some("each fact once per probe".to_string()),
+                );
+            } else {
+                ids.push(id.value.clone());
+            }
+        }
+        ok.then_some(ids)
+    }
+
+    /// A fact whose statement is never placed cannot be recalled: the probe would test
+    /// nothing. Same for an update that is never placed.
+    fn unplaced_facts(&mut self, raw: &[Spanned<RawFact>]) {
+        for f in raw {
+            let id = &f.value.id.value;
+            let Some(info) = self.facts.get(id) else {
+                continue;
+            };
+            if info.abstain {
+                continue;
+            }
+            for v in 0..info.versions {
+                if !self.placed.contains(&(id.clone(), v)) {
+                    let (what, placeholder, loc) = if v == 0 {
+                        (
+                            "is never stated",
+                            format!("{{fact:{id}}}"),
+                            f.value.states.as_ref().and_then(at),
+                        )
+                    } else {
+                        (
+                            "has an update that is never placed",
+                            format!("{{fact:{id}@{v}}}"),
+                            f.value.updates.get(v - 1).and_then(at),
+                        )
+                    };
+                    self.err(
+                        loc.or(at(f)),
+                        format!("fact `{id}` {what}"),
+                        Some(format!(
+                            "`{placeholder}` in a `user:` text or the instructions"
+                        )),
+                    );
+                }
+            }
+        }
+    }
+
+    fn faults(&mut self, raw: &[Spanned<super::raw::RawFault>]) -> Vec<Fault> {
+        let mut out: Vec<Fault> = Vec::new();
+        for f in raw {
+            let Some(n) = self.positive(&f.value.at_request, "at_request") else {
+                continue;
+            };
+            let fault = match f.value.provider.value {
+                RawProviderFault::Overflow => Fault::ProviderOverflow { at_request: n },
+            };
+            if out.contains(&fault) {
+                self.err(
+                    at(&f.value.at_request),
+                    format!("duplicate fault at request {n}"),
+                    Some("each fault once".to_string()),
+                );
+                continue;
+            }
+            out.push(fault);
+        }
+        out
+    }
+
+    fn expect(&mut self, raw: Option<&Spanned<RawExpect>>, modes: &[Mode]) -> Expectations {
+        let default_graders = || {
+            super::DEFAULT_GRADERS
+                .iter()
+                .map(|n| GraderSpec {
+                    name: (*n).to_string(),
+                    modes: Vec::new(),
+                    params: Value::Object(Default::default()),
+                })
+                .collect::<Vec<_>>()
+        };
+        let Some(raw) = raw else {
+            return Expectations {
+                graders: default_graders(),
+                outcome: ExpectedOutcome::Success,
+            };
+        };
+        let graders = match &raw.value.graders {
+            None => default_graders(),
+            Some(list) => {
+                let mut out: Vec<GraderSpec> = Vec::new();
+                for g in &list.value {
+                    let loc = at(&g.value.name).or(at(g));
+                    let name = g.value.name.value.clone();
+                    if !KNOWN_GRADERS.contains(&name.as_str()) {
+                        self.err(
+                            loc,
+                            format!("unknown grader `{name}`"),
+                            Some(one_of(KNOWN_GRADERS.iter().copied(), &name)),
+                        );
+                        continue;
+                    }
+                    if out.iter().any(|o| o.name == name) {
+                        self.err(
+                            loc,
+                            format!("grader `{name}` is listed twice"),
+                            Some("each grader once".to_string()),
+                        );
+                        continue;
+                    }
+                    let mut gm = Vec::new();
+                    for m in g.value.modes.iter().flatten() {
+                        if !modes.contains(&m.value) {
+                            let list: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+                            self.err(
+                                at(m),
+                                format!(
+                                    "grader mode `{}` is not one of the scenario's modes",
+                                    m.value
+                                ),
+                                Some(format!("one of: {}", list.join(", "))),
+                            );
+                        } else if !gm.contains(&m.value) {
+                            gm.push(m.value);
+                        }
+                    }
+                    let params = match &g.value.params {
+                        Some(p) if !p.value.is_object() => {
+                            self.err(
+                                at(p),
+                                "grader `params` must be a mapping",
+                                Some("`params: {key: value}`".to_string()),
+                            );
+                            continue;
+                        }
+                        Some(p) => p.value.clone(),
+                        None => Value::Object(Default::default()),
+                    };
+                    out.push(GraderSpec {
+                        name,
+                        modes: gm,
+                        params,
+                    });
+                }
+                out
+            }
+        };
+        let outcome = match raw.value.outcome.as_ref().map(|o| &o.value) {
+            None | Some(RawOutcome::Success) => ExpectedOutcome::Success,
+            Some(RawOutcome::Any) => ExpectedOutcome::Any,
+            Some(RawOutcome::LimitReached {
+                before_provider_call,
+            }) => ExpectedOutcome::LimitReached {
+                before_provider_call: *before_provider_call,
+            },
+        };
+        Expectations { graders, outcome }
+    }
+}
+
+/// Where a tool entry points: its name when it has one, else the entry.
+fn tool_at(st: &Spanned<RawTool>) -> Option<Location> {
+    st.value.name.as_ref().and_then(at).or(at(st))
+}
+
+/// Simulates turn grouping on the unexpanded script, recording the location and kind of every
+/// `assistant`/`tool_calls` step that can run with no open turn. Returns whether a turn is
+/// open afterwards. A repeat body is walked from its entry state and, when it runs twice or
+/// more, again from the state the first pass leaves — with one boolean of state, those two
+/// passes cover every state any iteration can start in.
+fn turn_flow(
+    steps: &[Spanned<RawStep>],
+    mut open: bool,
+    errs: &mut Vec<(Location, &'static str)>,
+) -> bool {
+    for s in steps {
+        let kinds = s.value.kinds();
+        if kinds.len() != 1 {
+            continue;
+        }
+        match kinds[0] {
+            "user" => open = true,
+            "probe" | "restart" | "edit_instructions" => open = false,
+            "assistant" | "tool_calls" => {
+                if !open {
+                    errs.push((s.referenced, kinds[0]));
+                }
+                open = kinds[0] == "tool_calls";
+            }
+            "repeat" => {
+                let Some(body) = &s.value.steps else { continue };
+                let times = s.value.repeat.as_ref().map(|r| r.value).unwrap_or(0);
+                if times <= 0 {
+                    continue;
+                }
+                let after_first = turn_flow(&body.value, open, errs);
+                open = if times >= 2 {
+                    turn_flow(&body.value, after_first, errs)
+                } else {
+                    after_first
+                };
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+/// Steps after expanding repeats (saturating).
+fn expanded_steps(s: &ScriptStep) -> u64 {
+    match s {
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(expanded_steps)
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(*times),
+        _ => 1,
+    }
+}
+
+fn template_filler(t: &Template) -> u64 {
+    t.pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Filler { tokens, .. } => *tokens,
+            _ => 0,
+        })
+        .fold(0, u64::saturating_add)
+}
+
+fn content_filler(c: &Content) -> u64 {
+    match c {
+        Content::Text(t) => template_filler(t),
+        Content::Filler { tokens, .. } => *tokens,
+    }
+}
+
+/// Filler tokens generated per trial (saturating).
+fn filler_tokens(s: &ScriptStep) -> u64 {
+    match s {
+        ScriptStep::User(t) => template_filler(t),
+        ScriptStep::Assistant(c) => content_filler(c),
+        ScriptStep::ToolCalls(calls) => calls
+            .iter()
+            .map(|c| content_filler(&c.result))
+            .fold(0, u64::saturating_add),
+        ScriptStep::EditInstructions(InstructionEdit::Set(t) | InstructionEdit::Append(t)) => {
+            template_filler(t)
+        }
+        ScriptStep::Probe(_) | ScriptStep::Restart => 0,
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(filler_tokens)
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(*times),
+    }
+}
+
+fn has_turn(s: &ScriptStep) -> bool {
+    match s {
+        ScriptStep::User(_) | ScriptStep::Probe(_) => true,
+        ScriptStep::Repeat { steps, .. } => steps.iter().any(has_turn),
+        _ => false,
+    }
+}

@@ -1,0 +1,261 @@
+//! One exporter per output file (hyperfine's `Exporter` habit) and the atomic writer that
+//! drives them.
+//!
+//! An [`Exporter`] serializes the prepared [`ReportData`] into any `std::io::Write`, so
+//! large outputs stream straight to disk (no whole-file `String`) and tests can render
+//! into a `Vec<u8>`. [`write_all_atomically`] writes every file to a temporary name in
+//! the output directory and starts renaming only once all were written and synced, so a
+//! failed report never leaves a half-written file behind, and each file appears whole.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::error::{ExportError, ReportError};
+use crate::gates::GateReport;
+use crate::read::RunData;
+use crate::summary::SummaryRow;
+
+/// Everything an exporter may need, computed once.
+#[derive(Debug)]
+pub struct ReportData<'a> {
+    /// The run(s) read from storage.
+    pub run: &'a RunData,
+    /// `requests.csv` frame.
+    pub requests: DataFrame,
+    /// `trials.csv` frame.
+    pub trials: DataFrame,
+    /// Summary rows (per mode, then per scenario × mode).
+    pub summary: Vec<SummaryRow>,
+    /// `summary.csv` frame.
+    pub summary_frame: DataFrame,
+    /// Gate results.
+    pub gates: GateReport,
+}
+
+impl<'a> ReportData<'a> {
+    /// Builds every frame and aggregate of the report from `run`.
+    pub fn build(run: &'a RunData, gates: &crate::GatesFile) -> Result<Self, ReportError> {
+        let requests = crate::frames::requests_frame(run)?;
+        let trials = crate::frames::trials_frame(run, &requests)?;
+        let summary = crate::summary::summarize(&trials, &requests)?;
+        let summary_frame = crate::summary::summary_frame(&summary)?;
+        let gates = crate::gates::evaluate_with(run, Ok(&requests), gates);
+        Ok(ReportData {
+            run,
+            requests,
+            trials,
+            summary,
+            summary_frame,
+            gates,
+        })
+    }
+}
+
+/// One output format.
+pub trait Exporter {
+    /// File name inside the report directory, e.g. `trials.csv`.
+    fn file_name(&self) -> &'static str;
+    /// Writes the file's content to `out`.
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError>;
+}
+
+/// The CSV tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsvTable {
+    /// `trials.csv`.
+    Trials,
+    /// `requests.csv`.
+    Requests,
+    /// `summary.csv`.
+    Summary,
+}
+
+/// Writes one of the CSV tables: header row, `,` separator, `\n` line ends, floats with
+/// [`FLOAT_DECIMALS`] fixed decimals, empty cell for null, and spreadsheet formulas
+/// neutralised ([`neutralise_cell`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CsvExporter(pub CsvTable);
+
+/// Decimals of every float in the CSVs (fixed, so equal runs give equal bytes).
+pub const FLOAT_DECIMALS: usize = 6;
+
+impl Exporter for CsvExporter {
+    fn file_name(&self) -> &'static str {
+        match self.0 {
+            CsvTable::Trials => "trials.csv",
+            CsvTable::Requests => "requests.csv",
+            CsvTable::Summary => "summary.csv",
+        }
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        let frame = match self.0 {
+            CsvTable::Trials => &data.trials,
+            CsvTable::Requests => &data.requests,
+            CsvTable::Summary => &data.summary_frame,
+        };
+        write_csv(frame, out)
+    }
+}
+
+/// Writes `frame` as CSV with the report's conventions (see [`CsvExporter`]).
+pub fn write_csv(frame: &DataFrame, out: &mut dyn Write) -> Result<(), ExportError> {
+    let mut safe = neutralise_frame(frame)?;
+    CsvWriter::new(out)
+        .include_header(true)
+        .with_float_precision(Some(FLOAT_DECIMALS))
+        .finish(&mut safe)?;
+    Ok(())
+}
+
+/// Characters that make a spreadsheet treat a cell as a formula (or, for tab and CR,
+/// that Excel strips before looking for one). OWASP "CSV Injection".
+const FORMULA_TRIGGERS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Prefixes a string cell that a spreadsheet would evaluate with `'`, which spreadsheets
+/// show as text. Scenario text, model answers and provider messages reach the CSVs, so
+/// any of them could carry `=HYPERLINK(...)`. Numbers are typed columns and never pass
+/// through here, so `-0.25` in `rel_error` stays a number.
+pub fn neutralise_cell(cell: &str) -> Cow<'_, str> {
+    if cell.starts_with(FORMULA_TRIGGERS) {
+        Cow::Owned(format!("'{cell}"))
+    } else {
+        Cow::Borrowed(cell)
+    }
+}
+
+/// Applies [`neutralise_cell`] to every string column of `frame`.
+pub fn neutralise_frame(frame: &DataFrame) -> PolarsResult<DataFrame> {
+    let cols = frame
+        .columns()
+        .iter()
+        .map(|c| {
+            if c.dtype() != &DataType::String {
+                return Ok(c.clone());
+            }
+            let ca = c.as_materialized_series().str()?;
+            let out: StringChunked = ca.iter().map(|o| o.map(neutralise_cell)).collect();
+            Ok(out.with_name(c.name().clone()).into_series().into_column())
+        })
+        .collect::<PolarsResult<Vec<_>>>()?;
+    DataFrame::new(frame.height(), cols)
+}
+
+/// `gates.json`: the [`GateReport`], pretty-printed.
+#[derive(Debug, Clone, Copy)]
+pub struct GatesJsonExporter;
+
+impl Exporter for GatesJsonExporter {
+    fn file_name(&self) -> &'static str {
+        "gates.json"
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        serde_json::to_writer_pretty(&mut *out, &data.gates)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    }
+}
+
+/// The exporters `write_report` runs, in order.
+pub fn default_exporters() -> Vec<Box<dyn Exporter>> {
+    vec![
+        Box::new(CsvExporter(CsvTable::Trials)),
+        Box::new(CsvExporter(CsvTable::Requests)),
+        Box::new(CsvExporter(CsvTable::Summary)),
+        Box::new(GatesJsonExporter),
+        Box::new(crate::html::HtmlExporter),
+    ]
+}
+
+/// Runs every exporter into a temporary file in `out_dir`, then renames them all into
+/// place. Returns the final paths. On failure, temporary files are removed and nothing
+/// already in `out_dir` is touched.
+pub fn write_all_atomically(
+    exporters: &[Box<dyn Exporter>],
+    data: &ReportData<'_>,
+    out_dir: &Path,
+) -> Result<Vec<PathBuf>, ReportError> {
+    std::fs::create_dir_all(out_dir).map_err(|e| ReportError::io(out_dir, e))?;
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let result = (|| {
+        for ex in exporters {
+            let target = out_dir.join(ex.file_name());
+            let tmp = out_dir.join(format!(".{}.tmp-{}", ex.file_name(), std::process::id()));
+            // Recorded before creating so a failure part-way still cleans it up.
+            staged.push((tmp.clone(), target.clone()));
+            write_one(ex.as_ref(), data, &tmp).map_err(|source| ReportError::Export {
+                path: target.clone(),
+                source,
+            })?;
+        }
+        for (tmp, target) in &staged {
+            std::fs::rename(tmp, target).map_err(|e| ReportError::io(target, e))?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for (tmp, _) in &staged {
+            // Best effort: the file may not exist (never created, or already renamed).
+            let _ = std::fs::remove_file(tmp);
+        }
+        return Err(e);
+    }
+    Ok(staged.into_iter().map(|(_, target)| target).collect())
+}
+
+fn write_one(ex: &dyn Exporter, data: &ReportData<'_>, tmp: &Path) -> Result<(), ExportError> {
+    let file = File::create(tmp)?;
+    let mut w = BufWriter::with_capacity(1 << 16, file);
+    ex.export(data, &mut w)?;
+    let file = w.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formula_cells_are_neutralised() {
+        for bad in [
+            "=1+1",
+            "+1",
+            "-1",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+            "=HYPERLINK(\"x\")",
+        ] {
+            assert_eq!(neutralise_cell(bad), format!("'{bad}"));
+        }
+        for ok in ["", "ok", "1", "a=b", " =x", "'=x"] {
+            assert_eq!(neutralise_cell(ok), ok);
+        }
+    }
+
+    #[test]
+    fn csv_keeps_numbers_and_quotes_strings() {
+        let df = DataFrame::new(
+            2,
+            vec![
+                Column::new("s".into(), vec![Some("=cmd|' /C calc'!A0"), None]),
+                Column::new("f".into(), vec![-0.25f64, 1.0 / 3.0]),
+                Column::new("i".into(), vec![-3i64, 4]),
+            ],
+        )
+        .expect("frame");
+        let mut out = Vec::new();
+        write_csv(&df, &mut out).expect("csv");
+        let text = String::from_utf8(out).expect("utf8");
+        assert_eq!(
+            text, "s,f,i\n'=cmd|' /C calc'!A0,-0.250000,-3\n,0.333333,4\n",
+            "{text}"
+        );
+    }
+}

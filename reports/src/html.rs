@@ -1,0 +1,559 @@
+//! `index.html`: one self-contained, script-free page.
+//!
+//! Security model (QUALITY.md §Security): the page loads nothing (no external resource,
+//! no script of any kind) and ships a Content-Security-Policy that forbids both, so even a
+//! missed escape could not run code. On top of that, **every** string that comes from run
+//! storage — scenario ids and titles, grader summaries and evidence, model answers,
+//! provider names, file paths — goes through `Html::text` (`html-escape`'s
+//! `encode_safe`, which escapes `& < > " ' /`). Only literals of this module go through
+//! `Html::raw`. Data never lands in an attribute, a `<style>` or a URL.
+//!
+//! The page is streamed to a `Write` section by section: nothing holds the whole page.
+
+use std::io::{self, Write};
+
+use ctxbench_harness::mode::Mode;
+use ctxbench_harness::storage::schema::{Evidence, TrialRow, VerdictStatus};
+
+use crate::error::ExportError;
+use crate::export::{Exporter, ReportData};
+use crate::frames::verdict_str;
+use crate::gates::{Bound, GateReport, GateVerdict};
+use crate::stats::Proportion;
+use crate::summary::SummaryRow;
+
+/// The Content-Security-Policy of the page: nothing may load or run; inline styles and
+/// `data:` images (future inline charts) are the only exceptions.
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+
+/// Evidence items shown per verdict (the rest are counted).
+pub const EVIDENCE_SHOWN: usize = 5;
+
+/// Longest excerpt / answer shown, in characters (the rest is elided).
+const TEXT_SHOWN: usize = 400;
+
+/// Writes `index.html`.
+#[derive(Debug, Clone, Copy)]
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn file_name(&self) -> &'static str {
+        "index.html"
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        render(data, out)?;
+        Ok(())
+    }
+}
+
+/// Renders the whole page into `out`.
+pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> io::Result<()> {
+    let mut h = Html { w: out };
+    head(&mut h, data)?;
+    banner(&mut h, &data.gates)?;
+    gates_table(&mut h, &data.gates)?;
+    modes_table(&mut h, data)?;
+    scenarios_table(&mut h, data)?;
+    trials_table(&mut h, data)?;
+    manifest(&mut h, data)?;
+    h.raw("<footer>ctxbench-reports ")?;
+    h.text(env!("CARGO_PKG_VERSION"))?;
+    h.raw(" — generated offline from run storage.</footer>\n</body>\n</html>\n")
+}
+
+/// A writer that keeps "trusted literal" and "untrusted text" apart.
+struct Html<'w> {
+    w: &'w mut dyn Write,
+}
+
+impl Html<'_> {
+    /// Markup written verbatim: only string literals of this module.
+    fn raw(&mut self, s: &str) -> io::Result<()> {
+        self.w.write_all(s.as_bytes())
+    }
+
+    /// Untrusted text, escaped.
+    fn text(&mut self, s: &str) -> io::Result<()> {
+        html_escape::encode_safe_to_writer(s, &mut self.w)
+    }
+
+    fn td(&mut self, s: &str) -> io::Result<()> {
+        self.raw("<td>")?;
+        self.text(s)?;
+        self.raw("</td>")
+    }
+
+    fn td_num(&mut self, s: &str) -> io::Result<()> {
+        self.raw("<td class=\"n\">")?;
+        self.text(s)?;
+        self.raw("</td>")
+    }
+
+    fn th(&mut self, s: &str) -> io::Result<()> {
+        self.raw("<th>")?;
+        self.text(s)?;
+        self.raw("</th>")
+    }
+
+    fn header_row(&mut self, cols: &[&str]) -> io::Result<()> {
+        self.raw("<thead><tr>")?;
+        for c in cols {
+            self.th(c)?;
+        }
+        self.raw("</tr></thead>\n")
+    }
+}
+
+const STYLE: &str = "\
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#1b1b1b}
+h1{margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;width:100%}
+th,td{border:1px solid #ddd;padding:.25em .5em;vertical-align:top;text-align:left}
+th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.banner{padding:.8em 1.2em;border-radius:6px;margin:1em 0}
+.banner.pass{background:#e6f4ea;border:2px solid #1e8e3e}
+.banner.fail{background:#fce8e6;border:2px solid #d93025}
+.banner.incomplete{background:#fef7e0;border:2px solid #f29900}
+.note{font-weight:bold;color:#a50e0e}
+.s-pass{color:#1e8e3e;font-weight:bold}.s-fail{color:#d93025;font-weight:bold}
+.s-not_evaluated,.s-skip{color:#b06000;font-weight:bold}
+.cand{background:#eef3fd}
+ul.ev{margin:.2em 0;padding-left:1.2em}
+pre{background:#f7f7f7;padding:.5em;overflow:auto;white-space:pre-wrap}
+footer{margin-top:2em;color:#777;font-size:12px}
+";
+
+fn head(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
+    h.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")?;
+    h.raw("<meta http-equiv=\"Content-Security-Policy\" content=\"")?;
+    h.raw(CSP)?;
+    h.raw("\">\n<meta name=\"referrer\" content=\"no-referrer\">\n")?;
+    h.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")?;
+    h.raw("<title>ctxbench report — ")?;
+    h.text(&run_ids(data))?;
+    h.raw("</title>\n<style>\n")?;
+    h.raw(STYLE)?;
+    h.raw("</style>\n</head>\n<body>\n")
+}
+
+fn run_ids(data: &ReportData<'_>) -> String {
+    data.run
+        .runs
+        .iter()
+        .map(|r| r.manifest.run_id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn banner(h: &mut Html<'_>, g: &GateReport) -> io::Result<()> {
+    let class = match g.verdict {
+        GateVerdict::Pass => "pass",
+        GateVerdict::Fail => "fail",
+        GateVerdict::Incomplete => "incomplete",
+    };
+    h.raw("<header class=\"banner ")?;
+    h.raw(class)?;
+    h.raw("\">\n<h1>")?;
+    h.raw(g.verdict.label())?;
+    h.raw("</h1>\n<p>")?;
+    h.text(&g.reason)?;
+    h.raw(" (candidate <b>")?;
+    h.text(g.candidate.as_str())?;
+    h.raw("</b>, exit code ")?;
+    h.text(&g.exit_code.to_string())?;
+    h.raw(")</p>\n")?;
+    if let Some(note) = &g.note {
+        h.raw("<p class=\"note\">NOTE: ")?;
+        h.text(note)?;
+        h.raw("</p>\n")?;
+    }
+    if !g.warnings.is_empty() {
+        h.raw("<ul>\n")?;
+        for w in &g.warnings {
+            h.raw("<li>")?;
+            h.text(w)?;
+            h.raw("</li>\n")?;
+        }
+        h.raw("</ul>\n")?;
+    }
+    h.raw("</header>\n")
+}
+
+fn gates_table(h: &mut Html<'_>, g: &GateReport) -> io::Result<()> {
+    h.raw("<h2>Gates</h2>\n<p>Evaluated gates: ")?;
+    h.text(&g.gates_source)?;
+    h.raw(" (sha256 ")?;
+    h.text(&g.gates_sha256)?;
+    h.raw(")</p>\n<table>\n")?;
+    h.header_row(&["gate", "status", "threshold", "observed", "detail"])?;
+    h.raw("<tbody>\n")?;
+    for r in &g.gates {
+        h.raw("<tr>")?;
+        h.td(&r.name)?;
+        status_cell(h, r.status.as_str())?;
+        let op = match r.bound {
+            Bound::Max => "≤ ",
+            Bound::Min => "≥ ",
+        };
+        h.td_num(&format!("{op}{}", num(r.threshold)))?;
+        h.td_num(&r.observed.map(num).unwrap_or_else(|| "—".into()))?;
+        h.td(&r.detail)?;
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n")
+}
+
+/// `status` is one of a fixed set of literals (`pass`, `fail`, `skip`, `not_evaluated`),
+/// so it can name a CSS class; it is still escaped as text.
+fn status_cell(h: &mut Html<'_>, status: &'static str) -> io::Result<()> {
+    h.raw("<td class=\"s-")?;
+    h.raw(status)?;
+    h.raw("\">")?;
+    h.text(status)?;
+    h.raw("</td>")
+}
+
+/// Compact number: integers without decimals, others with up to 4.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map(|x| format!("{x:.decimals$}"))
+        .unwrap_or_else(|| "—".into())
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.1}%", x * 100.0))
+        .unwrap_or_else(|| "—".into())
+}
+
+fn prop(p: Option<Proportion>) -> String {
+    match p {
+        None => "—".into(),
+        Some(p) => format!(
+            "{:.1}% [{:.1}, {:.1}] ({}/{})",
+            p.value * 100.0,
+            p.lo * 100.0,
+            p.hi * 100.0,
+            p.successes,
+            p.total
+        ),
+    }
+}
+
+fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
+    let rows: Vec<&SummaryRow> = data.summary.iter().filter(|r| r.is_suite()).collect();
+    h.raw("<h2>Modes</h2>\n")?;
+    if rows.is_empty() {
+        return h.raw("<p>No trials in the run.</p>\n");
+    }
+    h.raw("<table>\n<thead><tr><th>metric</th>")?;
+    for r in &rows {
+        if r.mode == data.gates.candidate {
+            h.raw("<th class=\"cand\">")?;
+            h.text(r.mode.as_str())?;
+            h.raw(" (candidate)</th>")?;
+        } else {
+            h.th(r.mode.as_str())?;
+        }
+    }
+    h.raw("</tr></thead>\n<tbody>\n")?;
+    type Cell = fn(&SummaryRow) -> String;
+    let metrics: [(&str, Cell); 14] = [
+        ("trials", |r| r.trials.to_string()),
+        ("errored", |r| r.errored.to_string()),
+        ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
+        ("recall [Wilson 95%]", |r| prop(r.recall)),
+        ("median input tokens / request", |r| {
+            opt(r.median_input_tokens, 0)
+        }),
+        ("p95 input tokens / request", |r| opt(r.p95_input_tokens, 0)),
+        ("estimation error, mean |abs| (tokens)", |r| {
+            opt(r.est_error_mean_abs, 1)
+        }),
+        ("estimation error, p50 |rel|", |r| pct(r.est_rel_error_p50)),
+        ("estimation error, p95 |rel|", |r| pct(r.est_rel_error_p95)),
+        ("estimation bias (mean signed rel)", |r| pct(r.est_bias)),
+        ("over-budget requests sent", |r| {
+            r.over_budget_sent.to_string()
+        }),
+        ("…without warning", |r| r.over_budget_unwarned.to_string()),
+        ("provider overflows", |r| r.provider_overflows.to_string()),
+        ("limit stops", |r| r.limit_stops.to_string()),
+    ];
+    for (label, cell) in metrics {
+        h.raw("<tr>")?;
+        h.th(label)?;
+        for r in &rows {
+            h.td_num(&cell(r))?;
+        }
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n")
+}
+
+fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
+    h.raw("<h2>Scenarios</h2>\n<table>\n")?;
+    h.header_row(&[
+        "scenario",
+        "mode",
+        "trials",
+        "errored",
+        "pass rate",
+        "recall",
+        "median input",
+        "p95 input",
+        "over budget (unwarned)",
+        "overflows",
+        "limit stops",
+    ])?;
+    h.raw("<tbody>\n")?;
+    for r in data.summary.iter().filter(|r| !r.is_suite()) {
+        h.raw(if r.mode == data.gates.candidate {
+            "<tr class=\"cand\">"
+        } else {
+            "<tr>"
+        })?;
+        h.td(&r.scope)?;
+        h.td(r.mode.as_str())?;
+        h.td_num(&r.trials.to_string())?;
+        h.td_num(&r.errored.to_string())?;
+        h.td_num(&prop(r.pass_rate))?;
+        h.td_num(&prop(r.recall))?;
+        h.td_num(&opt(r.median_input_tokens, 0))?;
+        h.td_num(&opt(r.p95_input_tokens, 0))?;
+        h.td_num(&format!(
+            "{} ({})",
+            r.over_budget_sent, r.over_budget_unwarned
+        ))?;
+        h.td_num(&r.provider_overflows.to_string())?;
+        h.td_num(&r.limit_stops.to_string())?;
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n")
+}
+
+fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
+    h.raw("<h2>Trials</h2>\n<table>\n")?;
+    h.header_row(&[
+        "trial",
+        "mode",
+        "outcome",
+        "reason",
+        "expected",
+        "passed",
+        "recall",
+        "grader verdicts",
+    ])?;
+    h.raw("<tbody>\n")?;
+    for t in &data.run.trials {
+        trial_row(h, t, data.gates.candidate)?;
+    }
+    h.raw("</tbody>\n</table>\n")
+}
+
+fn trial_row(h: &mut Html<'_>, t: &TrialRow, candidate: Mode) -> io::Result<()> {
+    h.raw(if t.mode == candidate {
+        "<tr class=\"cand\">"
+    } else {
+        "<tr>"
+    })?;
+    h.td(&t.trial_id)?;
+    h.td(t.mode.as_str())?;
+    h.td(t.outcome.status.as_str())?;
+    h.raw("<td>")?;
+    h.text(&t.outcome.reason)?;
+    if let Some(step) = t.outcome.step {
+        h.raw(" (step ")?;
+        h.text(&step.to_string())?;
+        h.raw(")")?;
+    }
+    if !t.outcome.detail.is_empty() {
+        h.raw("<br>")?;
+        h.text(&bounded(&t.outcome.detail))?;
+    }
+    h.raw("</td>")?;
+    h.td(&t.expected_outcome)?;
+    status_cell(h, if t.passed { "pass" } else { "fail" })?;
+    let correct = t.recall.iter().filter(|r| r.correct).count();
+    h.td_num(&if t.recall.is_empty() {
+        "—".to_string()
+    } else {
+        format!("{correct}/{}", t.recall.len())
+    })?;
+    h.raw("<td>")?;
+    for v in &t.verdicts {
+        h.raw("<div><b>")?;
+        h.text(&v.grader)?;
+        h.raw("</b>: <span class=\"s-")?;
+        h.raw(verdict_str(v.status))?;
+        h.raw("\">")?;
+        h.text(verdict_str(v.status))?;
+        h.raw("</span> — ")?;
+        h.text(&v.summary)?;
+        if !v.evidence.is_empty() && v.status != VerdictStatus::Pass {
+            h.raw("<ul class=\"ev\">")?;
+            for e in v.evidence.iter().take(EVIDENCE_SHOWN) {
+                evidence(h, e)?;
+            }
+            if v.evidence.len() > EVIDENCE_SHOWN {
+                h.raw("<li>… ")?;
+                h.text(&(v.evidence.len() - EVIDENCE_SHOWN).to_string())?;
+                h.raw(" more</li>")?;
+            }
+            h.raw("</ul>")?;
+        }
+        h.raw("</div>")?;
+    }
+    h.raw("</td></tr>\n")
+}
+
+fn evidence(h: &mut Html<'_>, e: &Evidence) -> io::Result<()> {
+    h.raw("<li>")?;
+    let mut place = Vec::new();
+    if let Some(r) = e.request {
+        place.push(format!("request {r}"));
+    }
+    if let Some(s) = e.step {
+        place.push(format!("step {s}"));
+    }
+    if !place.is_empty() {
+        h.raw("[")?;
+        h.text(&place.join(", "))?;
+        h.raw("] ")?;
+    }
+    h.text(&bounded(&e.note))?;
+    if let Some(x) = &e.expected {
+        h.raw("<br>expected: <code>")?;
+        h.text(&bounded(x))?;
+        h.raw("</code>")?;
+    }
+    if let Some(x) = &e.seen {
+        h.raw("<br>seen: <code>")?;
+        h.text(&bounded(x))?;
+        h.raw("</code>")?;
+    }
+    if let Some(x) = &e.excerpt {
+        h.raw("<br>excerpt: <code>")?;
+        h.text(&bounded(x))?;
+        h.raw("</code>")?;
+    }
+    h.raw("</li>")
+}
+
+/// At most [`TEXT_SHOWN`] characters, cut on a character boundary.
+fn bounded(s: &str) -> String {
+    match s.char_indices().nth(TEXT_SHOWN) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
+fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
+    let run = data.run;
+    h.raw("<h2>Run manifest</h2>\n<table>\n")?;
+    h.header_row(&[
+        "run id",
+        "directory",
+        "created",
+        "ctxbench",
+        "seed",
+        "provider",
+        "modes",
+        "trials / cell",
+        "concurrency",
+        "suite",
+        "matrix",
+    ])?;
+    h.raw("<tbody>\n")?;
+    for r in &run.runs {
+        let m = &r.manifest;
+        h.raw("<tr>")?;
+        h.td(&m.run_id)?;
+        h.td(&r.dir.display().to_string())?;
+        h.td(&m.created_at)?;
+        h.td(&m.ctxbench_version)?;
+        h.td_num(&m.seed.to_string())?;
+        h.td(&m.provider)?;
+        h.td(&modes(&m.modes))?;
+        h.td_num(&m.trials.to_string())?;
+        h.td_num(&m.concurrency.to_string())?;
+        h.td(&m.suite_source)?;
+        h.td_num(&m.matrix_size.to_string())?;
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n<p>")?;
+    h.text(&format!(
+        "{} trials and {} requests read; {} torn line(s), {} orphan and {} superseded request row(s) skipped.",
+        run.trials.len(),
+        run.requests.len(),
+        run.torn_lines,
+        run.orphan_requests,
+        run.duplicate_requests
+    ))?;
+    h.raw("</p>\n<h3>Scenarios</h3>\n<table>\n")?;
+    h.header_row(&["id", "title", "tags", "modes", "source", "sha256"])?;
+    h.raw("<tbody>\n")?;
+    for s in run.scenarios() {
+        h.raw("<tr>")?;
+        h.td(&s.id)?;
+        h.td(&s.title)?;
+        h.td(&s.tags.join(", "))?;
+        h.td(&modes(&s.modes))?;
+        h.td(&s.source)?;
+        h.raw("<td><code>")?;
+        h.text(&s.source_hash)?;
+        h.raw("</code></td></tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n<h3>Registered gates</h3>\n")?;
+    match &run.manifest().gates {
+        None => h.raw("<p>None: this run registered no gates before it ran.</p>\n")?,
+        Some(g) => {
+            h.raw("<p>")?;
+            h.text(&format!(
+                "{} — sha256 {} — registered {}",
+                g.source, g.sha256, g.registered_at
+            ))?;
+            h.raw("</p>\n<pre>")?;
+            h.text(&g.text)?;
+            h.raw("</pre>\n")?;
+        }
+    }
+    Ok(())
+}
+
+fn modes(m: &[Mode]) -> String {
+    m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_and_raw_is_not() {
+        let mut out = Vec::new();
+        let mut h = Html { w: &mut out };
+        h.raw("<b>").expect("write");
+        h.text("<script>alert(1)</script>\"><img src=x onerror=alert(1)>")
+            .expect("write");
+        let s = String::from_utf8(out).expect("utf8");
+        assert!(s.starts_with("<b>"));
+        assert!(!s[3..].contains('<') && !s.contains('"'), "{s}");
+    }
+
+    #[test]
+    fn bounded_cuts_on_char_boundary() {
+        let long = "é".repeat(TEXT_SHOWN + 10);
+        let b = bounded(&long);
+        assert_eq!(b.chars().count(), TEXT_SHOWN + 1);
+        assert!(b.ends_with('…'));
+        assert_eq!(bounded("short"), "short");
+    }
+}

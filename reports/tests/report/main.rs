@@ -1,0 +1,6 @@
+//! Integration tests of the report stage on small synthetic run directories.
+
+mod fixture;
+mod gates;
+mod output;
+mod read;
