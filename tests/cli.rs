@@ -23,7 +23,7 @@ fn text(o: &Output) -> String {
 
 const SMALL: &str = r#"
 id: small
-title: "Small <b>recall</b> & budget"
+title: "Small <script>alert('canary')</script> <img src=x onerror=alert(1)> & budget"
 tags: [recall]
 model: {context_window: 8192, max_output: 512}
 context: {reserved_output_tokens: 512, buffer_tokens: 1024}
@@ -40,7 +40,7 @@ facts:
 script:
   - user: "Start. {fact:db}"
   - assistant: "Noted."
-  - repeat: 12
+  - repeat: 24
     steps:
       - user: "Read part {i}."
       - tool_calls:
@@ -173,7 +173,9 @@ fn run_writes_run_dir_and_report_and_is_deterministic() {
     assert!(rows[1..].iter().any(|r| r[mode] == "off" && r[err] == "context_overflow"));
     // Untrusted scenario text is escaped in the HTML.
     let html = std::fs::read_to_string(outputs[0].join("report/index.html")).unwrap();
-    assert!(!html.contains("<b>recall</b>"));
+    assert!(!html.contains("<script"), "raw script tag in the report");
+    assert!(!html.contains("<img"), "raw img tag in the report");
+    assert!(html.contains("&lt;script&gt;"), "the title should appear, escaped");
     assert!(html.contains("Content-Security-Policy"));
 }
 
@@ -205,7 +207,7 @@ fn validate_rejects_hostile_files_without_panicking() {
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("bomb.yaml", bomb.as_bytes().to_vec()),
         ("deep.yaml", deep.into_bytes()),
-        ("garbage.yaml", (0..4096u32).map(|i| (i * 2654435761u32 >> 24) as u8).collect()),
+        ("garbage.yaml", (0..4096u32).map(|i| (i.wrapping_mul(2654435761u32) >> 24) as u8).collect()),
         ("empty.yaml", Vec::new()),
     ];
     for (name, bytes) in files {

@@ -52,7 +52,7 @@ pub fn gate(args: GateArgs) -> anyhow::Result<i32> {
                 g.detail
             );
         }
-        println!("{}", ctxbench_reports::verdict_line(&report));
+        println!("verdict: {}", ctxbench_reports::verdict_line(&report));
     }
     Ok(report.exit_code)
 }

@@ -139,7 +139,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
         println!("report: {}", report_dir.join("index.html").display());
     }
-    println!("{}", ctxbench_reports::verdict_line(&summary.gates));
+    println!("verdict: {}", ctxbench_reports::verdict_line(&summary.gates));
     Ok(summary.gates.exit_code)
 }
 
