@@ -265,10 +265,17 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
             rng.random_range(0..64u32)
         ),
     };
-    let mut parts = line.split(' ').peekable();
+    // Indentation stays attached to the line's first word: a piece of bare spaces would
+    // count as nothing in the text but as a minimum of one in the per-piece estimate.
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
+    let mut parts = body.split(' ').peekable();
+    let mut first = true;
     while let Some(p) = parts.next() {
         let sep = if parts.peek().is_some() { " " } else { "\n" };
-        out.push(format!("{p}{sep}"));
+        let lead = if first { indent } else { "" };
+        first = false;
+        out.push(format!("{lead}{p}{sep}"));
     }
 }
 
@@ -300,18 +307,25 @@ pub(crate) fn filler(
     let mut counts: Vec<u64> = Vec::new();
     let mut depth = 0usize;
     let mut batch: Vec<String> = Vec::new();
+    // A hard cap on generated text whatever the counter says (a counter that returns 0 or
+    // a constant must not make this loop forever): 64 bytes per token is ten times what
+    // any real tokenizer needs.
+    let max_bytes = usize::try_from(tokens.saturating_mul(64))
+        .unwrap_or(usize::MAX)
+        .saturating_add(4096);
     let mut grow_to =
         |goal: u64, text: &mut String, ends: &mut Vec<usize>, counts: &mut Vec<u64>| {
-            let mut have: u64 = counts.iter().sum();
-            while have < goal {
+            let mut have: u64 = counts.iter().map(|c| (*c).max(1)).sum();
+            while have < goal && text.len() < max_bytes {
                 batch.clear();
                 match kind {
                     FillerKind::Prose => prose_sentence(&mut rng, &mut batch),
                     FillerKind::Code => code_line(&mut rng, &mut depth, &mut batch),
                 }
                 for p in &batch {
-                    let c = counter(p).max(1);
-                    have += c;
+                    let c = counter(p);
+                    // Progress even if the counter says 0 for a piece.
+                    have += c.max(1);
                     text.push_str(p);
                     ends.push(text.len());
                     counts.push(c);
@@ -376,7 +390,7 @@ pub(crate) fn filler(
         }
         // Everything generated fits: the per-piece counts overestimated the whole text
         // (e.g. rounding per piece). Generate more and search again.
-        if lo == n && rounds < 64 {
+        if lo == n && rounds < 4 && text.len() < max_bytes {
             goal = goal.saturating_mul(2);
             rounds += 1;
             continue;
@@ -577,6 +591,19 @@ mod tests {
             filler(1, "k", 100, FillerKind::Prose, &words),
             filler(1, "j", 100, FillerKind::Prose, &words)
         );
+    }
+
+    #[test]
+    fn filler_terminates_with_degenerate_counters() {
+        let zero = |_: &str| 0u64;
+        let one = |_: &str| 1u64;
+        let huge = |_: &str| 1_000u64;
+        let counters: [&dyn Fn(&str) -> u64; 3] = [&zero, &one, &huge];
+        for counter in counters {
+            let s = filler(3, "k", 200, FillerKind::Code, counter);
+            assert!(!s.is_empty());
+            assert!(s.len() <= 200 * 64 + 4096 + 200, "{}", s.len());
+        }
     }
 
     #[test]

@@ -1017,30 +1017,3 @@ fn diagnostics_render_like_a_compiler() {
     };
     assert_eq!(f.to_string(), "s.yaml: error: oops");
 }
-
-#[test]
-fn tmp_time() {
-    let tk = ctxbench_adapters::fake::FakeTokenizer::new();
-    let s = load_file(&repo_root().join("scenarios/long-recall.yaml")).unwrap();
-    let t = std::time::Instant::now();
-    let i = s.instantiate(1, &|x: &str| tk.count_text(x));
-    eprintln!("{} steps in {:?}", i.steps.len(), t.elapsed());
-    let t = std::time::Instant::now();
-    let _ = load_file(&repo_root().join("scenarios/schema-pressure.yaml")).unwrap();
-    eprintln!("load schema-pressure {:?}", t.elapsed());
-}
-
-#[test]
-fn tmp_prof() {
-    use super::generate::filler;
-    use super::template::FillerKind;
-    let tk = ctxbench_adapters::fake::FakeTokenizer::new();
-    let calls = std::cell::Cell::new(0u64);
-    let bytes = std::cell::Cell::new(0u64);
-    let t = std::time::Instant::now();
-    for k in 0..600 { let _ = filler(1, &format!("k{k}"), 450, FillerKind::Code, &|x: &str| { calls.set(calls.get()+1); bytes.set(bytes.get() + x.len() as u64); tk.count_text(x) }); }
-    eprintln!("fake: {:?} calls {} bytes {}", t.elapsed(), calls.get(), bytes.get());
-    let t = std::time::Instant::now();
-    for k in 0..600 { let _ = filler(1, &format!("k{k}"), 450, FillerKind::Code, &|_x: &str| 1); }
-    eprintln!("const: {:?}", t.elapsed());
-}

@@ -1069,7 +1069,11 @@ impl Check<'_, '_> {
             );
             return Vec::new();
         }
-        let steps = self.steps(&raw.value, false);
+        let located: Vec<(ScriptStep, Option<Location>)> = raw
+            .value
+            .iter()
+            .filter_map(|r| self.step(r, false).map(|s| (s, at(r))))
+            .collect();
         let mut errs = Vec::new();
         turn_flow(&raw.value, false, &mut errs);
         for (loc, kind) in errs {
@@ -1082,13 +1086,14 @@ impl Check<'_, '_> {
         // Bounded work: reject scripts whose expansion would be huge before any trial starts.
         let mut total = 0u64;
         let mut worst: Option<(u64, Option<Location>)> = None;
-        for (s, r) in steps.iter().zip(&raw.value) {
+        for (s, loc) in &located {
             let n = expanded_steps(s);
             total = total.saturating_add(n);
             if worst.is_none_or(|(w, _)| n > w) {
-                worst = Some((n, at(r)));
+                worst = Some((n, *loc));
             }
         }
+        let steps: Vec<ScriptStep> = located.into_iter().map(|(s, _)| s).collect();
         if total > MAX_EXPANDED_STEPS {
             let loc = worst.and_then(|(_, l)| l).or(at(raw));
             self.err(
