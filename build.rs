@@ -19,7 +19,11 @@ fn main() {
     for n in &names {
         println!("cargo:rerun-if-changed=scenarios/{n}");
         let abs = std::fs::canonicalize(dir.join(n)).expect("scenario file path");
-        let _ = writeln!(out, "    ({n:?}, include_str!({:?})),", abs.display().to_string());
+        let _ = writeln!(
+            out,
+            "    ({n:?}, include_str!({:?})),",
+            abs.display().to_string()
+        );
     }
     out.push_str("];\n");
     let dest = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("suite.rs");

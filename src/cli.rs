@@ -53,7 +53,12 @@ pub struct RunArgs {
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
     /// Modes to run, comma-separated (`compact` lands with the compaction engine).
-    #[arg(long, value_delimiter = ',', default_value = "off,warn", value_name = "MODES")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,warn",
+        value_name = "MODES"
+    )]
     pub modes: Vec<String>,
     /// Provider: `fake` (deterministic, in process).
     #[arg(long, default_value = "fake", value_name = "PROVIDER")]

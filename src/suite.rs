@@ -18,7 +18,10 @@ pub fn builtin() -> Result<Vec<Scenario>, Diagnostics> {
                         file: format!("builtin:{name}"),
                         line: None,
                         column: None,
-                        message: format!("duplicate scenario id `{}` (also in {})", s.id, prev.source),
+                        message: format!(
+                            "duplicate scenario id `{}` (also in {})",
+                            s.id, prev.source
+                        ),
                         expected: Some("scenario ids unique within a suite".into()),
                         snippet: None,
                     });

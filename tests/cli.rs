@@ -70,7 +70,10 @@ fn without_timing(csv: &str) -> String {
         .collect();
     let mut out = String::new();
     for row in &rows {
-        let cells: Vec<&str> = keep.iter().filter_map(|&i| row.get(i).map(|s| s.as_str())).collect();
+        let cells: Vec<&str> = keep
+            .iter()
+            .filter_map(|&i| row.get(i).map(|s| s.as_str()))
+            .collect();
         out.push_str(&cells.join("\u{1f}"));
         out.push('\n');
     }
@@ -134,10 +137,22 @@ fn run_writes_run_dir_and_report_and_is_deterministic() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("verdict"), "{}", text(&out));
         let run = tmp.path().join(name);
-        for f in ["manifest.json", "trials.jsonl", "requests.jsonl", "events.jsonl", "messages.jsonl"] {
+        for f in [
+            "manifest.json",
+            "trials.jsonl",
+            "requests.jsonl",
+            "events.jsonl",
+            "messages.jsonl",
+        ] {
             assert!(run.join(f).is_file(), "missing {f}\n{}", text(&out));
         }
-        for f in ["index.html", "trials.csv", "requests.csv", "summary.csv", "gates.json"] {
+        for f in [
+            "index.html",
+            "trials.csv",
+            "requests.csv",
+            "summary.csv",
+            "gates.json",
+        ] {
             assert!(run.join("report").join(f).is_file(), "missing report/{f}");
         }
         outputs.push(run);
@@ -145,37 +160,62 @@ fn run_writes_run_dir_and_report_and_is_deterministic() {
     for f in ["trials.csv", "requests.csv"] {
         let a = std::fs::read_to_string(outputs[0].join("report").join(f)).unwrap();
         let b = std::fs::read_to_string(outputs[1].join("report").join(f)).unwrap();
-        assert_eq!(without_timing(&a), without_timing(&b), "{f} differs between two runs with the same seed");
+        assert_eq!(
+            without_timing(&a),
+            without_timing(&b),
+            "{f} differs between two runs with the same seed"
+        );
     }
     // Warn mode: every over-budget request was preceded by a warning; requests.csv has
     // estimate and provider usage for every answered request.
     let requests = std::fs::read_to_string(outputs[0].join("report/requests.csv")).unwrap();
     let rows = csv_split(&requests);
     let header = &rows[0];
-    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
     let (mode, sent, over, warned, input, total, err) = (
-        col("mode"), col("sent"), col("over_budget"), col("warned"),
-        col("provider_input_tokens"), col("est_total"), col("error_kind"),
+        col("mode"),
+        col("sent"),
+        col("over_budget"),
+        col("warned"),
+        col("provider_input_tokens"),
+        col("est_total"),
+        col("error_kind"),
     );
     let mut warn_over = 0;
     for r in &rows[1..] {
         if r[mode] == "warn" && r[sent] == "true" && r[over] == "true" {
             warn_over += 1;
-            assert_eq!(r[warned], "true", "unwarned over-budget request in warn: {r:?}");
+            assert_eq!(
+                r[warned], "true",
+                "unwarned over-budget request in warn: {r:?}"
+            );
         }
         if r[sent] == "true" {
             assert!(!r[total].is_empty());
-            assert!(!r[input].is_empty() || !r[err].is_empty(), "answered request without usage: {r:?}");
+            assert!(
+                !r[input].is_empty() || !r[err].is_empty(),
+                "answered request without usage: {r:?}"
+            );
         }
     }
     assert!(warn_over > 0, "the fixture should push warn over budget");
     // Off mode grows until the provider rejects a request with its typed overflow.
-    assert!(rows[1..].iter().any(|r| r[mode] == "off" && r[err] == "context_overflow"));
+    assert!(rows[1..]
+        .iter()
+        .any(|r| r[mode] == "off" && r[err] == "context_overflow"));
     // Untrusted scenario text is escaped in the HTML.
     let html = std::fs::read_to_string(outputs[0].join("report/index.html")).unwrap();
     assert!(!html.contains("<script"), "raw script tag in the report");
     assert!(!html.contains("<img"), "raw img tag in the report");
-    assert!(html.contains("&lt;script&gt;"), "the title should appear, escaped");
+    assert!(
+        html.contains("&lt;script&gt;"),
+        "the title should appear, escaped"
+    );
     assert!(html.contains("Content-Security-Policy"));
 }
 
@@ -194,7 +234,10 @@ fn validate_reports_located_errors_and_runs_nothing() {
     assert!(err.contains("bad.yaml:"), "{}", text(&out));
     assert!(err.contains("colour"), "{}", text(&out));
     // And `run` refuses the same file before running anything.
-    let out = ctxbench(tmp.path(), &["run", "--suite", bad.to_str().unwrap(), "--out", "r"]);
+    let out = ctxbench(
+        tmp.path(),
+        &["run", "--suite", bad.to_str().unwrap(), "--out", "r"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(!tmp.path().join("r").exists());
 }
@@ -207,7 +250,12 @@ fn validate_rejects_hostile_files_without_panicking() {
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("bomb.yaml", bomb.as_bytes().to_vec()),
         ("deep.yaml", deep.into_bytes()),
-        ("garbage.yaml", (0..4096u32).map(|i| (i.wrapping_mul(2654435761u32) >> 24) as u8).collect()),
+        (
+            "garbage.yaml",
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2654435761u32) >> 24) as u8)
+                .collect(),
+        ),
         ("empty.yaml", Vec::new()),
     ];
     for (name, bytes) in files {

@@ -36,7 +36,10 @@ impl Grader for Budget {
                 failures.push(Evidence {
                     request: Some(row.seq),
                     step: Some(row.step),
-                    note: format!("request {} was sent without a preceding context.budgeted", row.seq),
+                    note: format!(
+                        "request {} was sent without a preceding context.budgeted",
+                        row.seq
+                    ),
                     ..Default::default()
                 });
                 continue;
@@ -52,7 +55,9 @@ impl Grader for Budget {
             );
             let violation = match mode {
                 Mode::Off => None,
-                Mode::Warn if !row.warned => Some("over budget without a preceding context.warning"),
+                Mode::Warn if !row.warned => {
+                    Some("over budget without a preceding context.warning")
+                }
                 Mode::Warn => None,
                 Mode::Compact => Some("over budget in compact mode"),
             };
@@ -60,7 +65,10 @@ impl Grader for Budget {
                 failures.push(Evidence {
                     request: Some(row.seq),
                     step: Some(row.step),
-                    expected: Some(format!("≤ {} tokens, or a warning first", row.budget.available_input)),
+                    expected: Some(format!(
+                        "≤ {} tokens, or a warning first",
+                        row.budget.available_input
+                    )),
                     seen: Some(seen),
                     note: format!("request {} (step {}): {what}", row.seq, row.step),
                     ..Default::default()
@@ -69,11 +77,14 @@ impl Grader for Budget {
         }
         verdict(
             self.name(),
-            format!("{sent} requests budgeted; {over} over budget ({})", match mode {
-                Mode::Off => "reported, not gated in off",
-                Mode::Warn => "each warned",
-                Mode::Compact => "none allowed",
-            }),
+            format!(
+                "{sent} requests budgeted; {over} over budget ({})",
+                match mode {
+                    Mode::Off => "reported, not gated in off",
+                    Mode::Warn => "each warned",
+                    Mode::Compact => "none allowed",
+                }
+            ),
             failures,
         )
     }
@@ -89,7 +100,10 @@ mod tests {
     #[tokio::test]
     async fn warn_passes_and_silent_over_budget_fails() {
         let (rec, good) = judge_with(OVER_BUDGET, Mode::Warn, None).await;
-        assert!(rec.requests.iter().any(|r| r.row.sent && r.row.over_budget), "fixture must go over budget");
+        assert!(
+            rec.requests.iter().any(|r| r.row.sent && r.row.over_budget),
+            "fixture must go over budget"
+        );
         let v = good.verdicts.iter().find(|v| v.grader == "budget").unwrap();
         assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
         let (_, bad) = judge_with(OVER_BUDGET, Mode::Warn, Some(Mutation::SilentOverBudget)).await;

@@ -120,7 +120,11 @@ impl Judge for Graders {
                 Some(g) => g.grade(&GradeContext {
                     scenario,
                     record,
-                    params: if spec.params.is_null() { &null } else { &spec.params },
+                    params: if spec.params.is_null() {
+                        &null
+                    } else {
+                        &spec.params
+                    },
                 }),
                 None => Verdict {
                     grader: spec.name.clone(),

@@ -38,27 +38,42 @@ impl Grader for LimitHonest {
         for t in &rec.turns {
             let reason = match &t.outcome {
                 TurnOutcome::Completed { .. } => continue,
-                TurnOutcome::LimitReached { reason, .. } | TurnOutcome::Failed { reason, .. } => reason.clone(),
+                TurnOutcome::LimitReached { reason, .. } | TurnOutcome::Failed { reason, .. } => {
+                    reason.clone()
+                }
                 TurnOutcome::Errored { .. } => "infrastructure".to_string(),
             };
             if !KNOWN_REASONS.contains(&reason.as_str()) {
                 failures.push(Evidence {
                     step: Some(t.step),
                     expected: Some(format!("one of {}", KNOWN_REASONS.join(", "))),
-                    seen: Some(if reason.is_empty() { "(empty reason)".into() } else { reason.clone() }),
+                    seen: Some(if reason.is_empty() {
+                        "(empty reason)".into()
+                    } else {
+                        reason.clone()
+                    }),
                     note: format!("turn at step {} ended without a typed reason", t.step),
                     ..Default::default()
                 });
             }
             if let TurnOutcome::LimitReached { .. } = &t.outcome {
                 // No provider call may follow the stop within the turn.
-                let stop_idx = rec.requests.iter().position(|r| !r.row.sent && r.row.step == t.step);
+                let stop_idx = rec
+                    .requests
+                    .iter()
+                    .position(|r| !r.row.sent && r.row.step == t.step);
                 if let Some(i) = stop_idx {
-                    if let Some(after) = rec.requests[i + 1..].iter().find(|r| r.row.sent && r.row.step == t.step) {
+                    if let Some(after) = rec.requests[i + 1..]
+                        .iter()
+                        .find(|r| r.row.sent && r.row.step == t.step)
+                    {
                         failures.push(Evidence {
                             request: Some(after.row.seq),
                             step: Some(t.step),
-                            note: format!("request {} was sent after context.limit_reached in the same turn", after.row.seq),
+                            note: format!(
+                                "request {} was sent after context.limit_reached in the same turn",
+                                after.row.seq
+                            ),
                             ..Default::default()
                         });
                     }
@@ -79,12 +94,19 @@ impl Grader for LimitHonest {
                     });
                 }
             }
-            if let ExpectedOutcome::LimitReached { before_provider_call } = ctx.scenario.expect.outcome {
+            if let ExpectedOutcome::LimitReached {
+                before_provider_call,
+            } = ctx.scenario.expect.outcome
+            {
                 if rec.outcome.status != OutcomeStatus::LimitReached {
                     failures.push(Evidence {
                         step: rec.outcome.step,
                         expected: Some("limit_reached".into()),
-                        seen: Some(format!("{} {}", rec.outcome.status.as_str(), rec.outcome.reason)),
+                        seen: Some(format!(
+                            "{} {}",
+                            rec.outcome.status.as_str(),
+                            rec.outcome.reason
+                        )),
                         note: "expected a limit_reached stop".into(),
                         ..Default::default()
                     });
@@ -104,8 +126,16 @@ impl Grader for LimitHonest {
                 }
             }
         }
-        let stops = rec.turns.iter().filter(|t| !matches!(t.outcome, TurnOutcome::Completed { .. })).count();
-        verdict(self.name(), format!("{stops} non-completed turn(s), all typed and honest"), failures)
+        let stops = rec
+            .turns
+            .iter()
+            .filter(|t| !matches!(t.outcome, TurnOutcome::Completed { .. }))
+            .count();
+        verdict(
+            self.name(),
+            format!("{stops} non-completed turn(s), all typed and honest"),
+            failures,
+        )
     }
 }
 
@@ -121,7 +151,11 @@ mod tests {
         let (rec, j) = judge_with(UNFIT, Mode::Warn, None).await;
         assert_eq!(rec.outcome.status, OutcomeStatus::LimitReached);
         assert_eq!(rec.stats.requests, 0);
-        let v = j.verdicts.iter().find(|v| v.grader == "limit-honest").unwrap();
+        let v = j
+            .verdicts
+            .iter()
+            .find(|v| v.grader == "limit-honest")
+            .unwrap();
         assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
         assert!(j.passed);
     }
@@ -130,7 +164,11 @@ mod tests {
     async fn ignoring_the_mandatory_limit_fails() {
         let (rec, j) = judge_with(UNFIT, Mode::Warn, Some(Mutation::IgnoreMandatoryLimit)).await;
         assert!(rec.stats.requests > 0);
-        let v = j.verdicts.iter().find(|v| v.grader == "limit-honest").unwrap();
+        let v = j
+            .verdicts
+            .iter()
+            .find(|v| v.grader == "limit-honest")
+            .unwrap();
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
         assert!(!j.passed);
     }
@@ -138,8 +176,15 @@ mod tests {
     #[tokio::test]
     async fn untyped_reason_fails() {
         let (_, j) = judge_with(UNFIT, Mode::Warn, Some(Mutation::UntypedLimitReason)).await;
-        let v = j.verdicts.iter().find(|v| v.grader == "limit-honest").unwrap();
+        let v = j
+            .verdicts
+            .iter()
+            .find(|v| v.grader == "limit-honest")
+            .unwrap();
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        assert!(v.evidence.iter().any(|e| e.seen.as_deref() == Some("(empty reason)")));
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.seen.as_deref() == Some("(empty reason)")));
     }
 }

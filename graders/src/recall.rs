@@ -39,7 +39,10 @@ impl Grader for Recall {
                     r.fact,
                     r.step,
                     r.expected,
-                    r.answer.as_deref().map(|a| crate::excerpt(a, 80)).unwrap_or_else(|| "no answer (the probe turn did not complete)".into())
+                    r.answer
+                        .as_deref()
+                        .map(|a| crate::excerpt(a, 80))
+                        .unwrap_or_else(|| "no answer (the probe turn did not complete)".into())
                 ),
                 ..Default::default()
             })
@@ -106,7 +109,9 @@ pub fn check(expect: &AnswerCheck, answer: &str) -> bool {
     match expect {
         AnswerCheck::Exact(s) => al == s.trim().to_lowercase(),
         AnswerCheck::Contains(s) => al.contains(&s.to_lowercase()),
-        AnswerCheck::Regex(r) => regex::Regex::new(r).map(|re| re.is_match(a)).unwrap_or(false),
+        AnswerCheck::Regex(r) => regex::Regex::new(r)
+            .map(|re| re.is_match(a))
+            .unwrap_or(false),
         AnswerCheck::OneOf(opts) => opts.iter().any(|o| al.contains(&o.to_lowercase())),
         AnswerCheck::Abstain => al.trim_end_matches('.') == UNKNOWN_ANSWER,
     }
@@ -133,13 +138,22 @@ mod tests {
 
     #[test]
     fn checks() {
-        assert!(check(&AnswerCheck::Contains("postgres".into()), "Use PostgreSQL 16"));
+        assert!(check(
+            &AnswerCheck::Contains("postgres".into()),
+            "Use PostgreSQL 16"
+        ));
         assert!(check(&AnswerCheck::Exact("Yes".into()), " yes "));
         assert!(!check(&AnswerCheck::Exact("Yes".into()), "yes!"));
         assert!(check(&AnswerCheck::Abstain, "unknown."));
         assert!(!check(&AnswerCheck::Abstain, "PostgreSQL"));
-        assert!(check(&AnswerCheck::OneOf(vec!["a1".into(), "b2".into()]), "it is B2"));
-        assert!(check(&AnswerCheck::Regex("^us-[a-z]+-\\d$".into()), "us-east-2"));
+        assert!(check(
+            &AnswerCheck::OneOf(vec!["a1".into(), "b2".into()]),
+            "it is B2"
+        ));
+        assert!(check(
+            &AnswerCheck::Regex("^us-[a-z]+-\\d$".into()),
+            "us-east-2"
+        ));
         assert_eq!(
             parse_numbered("1. a\n2. b\n3. c", 2),
             vec![Some("a".into()), Some("b".into())]
@@ -155,6 +169,9 @@ mod tests {
         let (_, bad) = judge_with(SMALL_RECALL, Mode::Warn, Some(Mutation::DropHistory)).await;
         let v = bad.verdicts.iter().find(|v| v.grader == "recall").unwrap();
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        assert!(v.evidence.iter().any(|e| e.seen.as_deref() == Some("unknown")));
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.seen.as_deref() == Some("unknown")));
     }
 }

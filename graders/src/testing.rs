@@ -81,7 +81,11 @@ expect:
 "#;
 
 /// Load `yaml`, run trial 0 in `mode` with an optional mutation, and judge it.
-pub async fn judge_with(yaml: &str, mode: Mode, mutation: Option<Mutation>) -> (TrialRecord, Judgement) {
+pub async fn judge_with(
+    yaml: &str,
+    mode: Mode,
+    mutation: Option<Mutation>,
+) -> (TrialRecord, Judgement) {
     let scenario = Arc::new(load_str("test.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
     let spec = TrialSpec {
         scenario: scenario.clone(),

@@ -54,7 +54,11 @@ pub struct BudgetBreakdown {
 impl BudgetBreakdown {
     /// Mandatory context: instructions, current request, tools and protocol continuation.
     pub fn mandatory(&self) -> u64 {
-        self.instructions + self.current_request + self.tool_schemas + self.continuation + self.framing
+        self.instructions
+            + self.current_request
+            + self.tool_schemas
+            + self.continuation
+            + self.framing
     }
     /// available input − mandatory (saturating at 0).
     pub fn remaining_history(&self) -> u64 {

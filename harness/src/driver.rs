@@ -14,20 +14,18 @@ use std::time::Instant;
 
 use ctxbench_adapters::estimate::RequestEstimator;
 use ctxbench_adapters::fake::{FakeProvider, FakeTokenizer};
-use ctxbench_adapters::{
-    Message, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
-};
+use ctxbench_adapters::{Message, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall};
 use sha2::{Digest, Sha256};
 
 use crate::engine::reference::{EngineConfig, ReferenceEngine};
-use crate::engine::{EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome};
+use crate::engine::{
+    EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome,
+};
 use crate::mode::Mode;
 use crate::record::{EventRecord, RequestRecord, ToolExecution, TrialRecord, TurnRecord};
-use crate::scenario::{ScriptedCall, Scenario, Step};
+use crate::scenario::{Scenario, ScriptedCall, Step};
 use crate::seed::trial_seed;
-use crate::storage::schema::{
-    OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA,
-};
+use crate::storage::schema::{OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA};
 
 /// Which provider a trial talks to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -448,8 +446,8 @@ fn assemble(
                     .unwrap_or(0);
                 // Over budget by the engine's own estimate or by ours of the exact request
                 // sent — an engine that under-declares cannot hide an over-budget request.
-                row.over_budget = last_budget.is_none()
-                    || declared_total.max(row.observed_estimate) > available;
+                row.over_budget =
+                    last_budget.is_none() || declared_total.max(row.observed_estimate) > available;
                 row.warned = warned;
                 for m in &request.messages {
                     let h = m.content_hash().to_hex();
@@ -535,7 +533,11 @@ fn assemble(
             }
             TurnOutcome::Errored { detail } => {
                 stats.turns_failed += 1;
-                (OutcomeStatus::Errored, "infrastructure".into(), detail.clone())
+                (
+                    OutcomeStatus::Errored,
+                    "infrastructure".into(),
+                    detail.clone(),
+                )
             }
         };
         if outcome.status == OutcomeStatus::Success && status != OutcomeStatus::Success {

@@ -77,6 +77,9 @@ mod tests {
         assert_eq!(r.redact("a sk-123 b sk-1"), "a [REDACTED] b [REDACTED]");
         assert!(r.contains_secret("xx sk-1"));
         let v = serde_json::json!({"k": ["sk-123", 1]});
-        assert_eq!(r.redact_json(&v), serde_json::json!({"k": ["[REDACTED]", 1]}));
+        assert_eq!(
+            r.redact_json(&v),
+            serde_json::json!({"k": ["[REDACTED]", 1]})
+        );
     }
 }

@@ -177,7 +177,10 @@ pub async fn execute(
         ));
     }
     let total = matrix.len() as u64;
-    let store = Arc::new(Mutex::new(RunStore::create(&plan.run_dir, &plan.manifest(total))?));
+    let store = Arc::new(Mutex::new(RunStore::create(
+        &plan.run_dir,
+        &plan.manifest(total),
+    )?));
     observer.started(total);
     let permits = Arc::new(Semaphore::new(plan.concurrency.max(1)));
     let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -189,7 +192,10 @@ pub async fn execute(
         let observer = observer.clone();
         let done = done.clone();
         tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await.map_err(|e| RunError::Task(e.to_string()))?;
+            let _permit = permits
+                .acquire_owned()
+                .await
+                .map_err(|e| RunError::Task(e.to_string()))?;
             let work = tempfile::tempdir().map_err(|source| StorageError::Io {
                 path: std::env::temp_dir(),
                 source,
@@ -197,7 +203,10 @@ pub async fn execute(
             let record = run_trial(&spec, work.path()).await;
             let judgement = judge.judge(&spec.scenario, &record);
             let (row, requests, events, messages) = rows(&spec, &record, judgement);
-            store.lock().await.append_trial(&row, &requests, &events, messages)?;
+            store
+                .lock()
+                .await
+                .append_trial(&row, &requests, &events, messages)?;
             let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             observer.trial_finished(&row, n, total);
             Ok::<_, RunError>((row.passed, row.outcome.status))
@@ -219,7 +228,12 @@ pub fn rows(
     spec: &TrialSpec,
     record: &TrialRecord,
     judgement: Judgement,
-) -> (TrialRow, Vec<crate::storage::schema::RequestRow>, Vec<EventRow>, Vec<MessageRow>) {
+) -> (
+    TrialRow,
+    Vec<crate::storage::schema::RequestRow>,
+    Vec<EventRow>,
+    Vec<MessageRow>,
+) {
     let redactor = Redactor::new(&spec.scenario.secrets);
     let red_opt = |s: &Option<String>| s.as_ref().map(|s| redactor.redact(s));
     let verdicts = judgement

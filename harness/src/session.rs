@@ -431,7 +431,9 @@ mod tests {
         drop(s);
         assert_eq!(Session::open(dir.path()).unwrap().entries().len(), 2);
         // Editing a committed message breaks the chain.
-        let text = std::fs::read_to_string(&ledger).unwrap().replace("one", "0ne");
+        let text = std::fs::read_to_string(&ledger)
+            .unwrap()
+            .replace("one", "0ne");
         std::fs::write(&ledger, text).unwrap();
         assert!(matches!(
             Session::open(dir.path()),

@@ -6,7 +6,10 @@ use crate::cli::GateArgs;
 use crate::exit;
 
 /// The gates to evaluate: the given file, else those registered in the run, else the default.
-pub fn resolve_gates(path: Option<&Path>, run: &Path) -> anyhow::Result<ctxbench_reports::GatesFile> {
+pub fn resolve_gates(
+    path: Option<&Path>,
+    run: &Path,
+) -> anyhow::Result<ctxbench_reports::GatesFile> {
     if let Some(p) = path {
         let text = std::fs::read_to_string(p)
             .map_err(|e| exit::usage(format!("reading gates file {}: {e}", p.display())))?;

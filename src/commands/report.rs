@@ -18,6 +18,9 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         println!("  {line}");
     }
     println!("report: {}", out.join("index.html").display());
-    println!("verdict: {}", ctxbench_reports::verdict_line(&summary.gates));
+    println!(
+        "verdict: {}",
+        ctxbench_reports::verdict_line(&summary.gates)
+    );
     Ok(exit::OK)
 }

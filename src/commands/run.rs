@@ -35,9 +35,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     if args.trials == 0 {
         return Err(exit::usage("--trials must be at least 1"));
     }
-    let concurrency = args
-        .concurrency
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    let concurrency = args.concurrency.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
     if concurrency == 0 {
         return Err(exit::usage("--concurrency must be at least 1"));
     }
@@ -67,7 +69,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .map(Arc::new)
         .collect();
     if scenarios.is_empty() {
-        return Err(exit::usage("no scenario matches the --scenario/--tag filters"));
+        return Err(exit::usage(
+            "no scenario matches the --scenario/--tag filters",
+        ));
     }
     let (gates_text, gates_source) = match &args.gates {
         Some(p) => (
@@ -76,7 +80,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                 .map_err(|e| exit::usage(format!("{e:#}")))?,
             p.display().to_string(),
         ),
-        None => (ctxbench_reports::DEFAULT_GATES.to_string(), "builtin".to_string()),
+        None => (
+            ctxbench_reports::DEFAULT_GATES.to_string(),
+            "builtin".to_string(),
+        ),
     };
     let gates = ctxbench_reports::GatesFile::parse(&gates_text, &gates_source)
         .map_err(|e| exit::usage(e.to_string()))?;
@@ -118,14 +125,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .build()
         .context("starting the async runtime")?;
     let totals = runtime
-        .block_on(execute(plan, Arc::new(ctxbench_graders::Graders), Arc::new(progress)))
+        .block_on(execute(
+            plan,
+            Arc::new(ctxbench_graders::Graders),
+            Arc::new(progress),
+        ))
         .map_err(|e| match e {
             ctxbench_harness::runner::RunError::Plan(m) => exit::usage(m),
             other => anyhow::Error::new(other).context(format!("run {}", run_dir.display())),
         })?;
     let report_dir = run_dir.join("report");
-    let summary = ctxbench_reports::write_report(&[run_dir.clone()], &report_dir, &gates)
-        .with_context(|| format!("writing the report of {}", run_dir.display()))?;
+    let summary =
+        ctxbench_reports::write_report(std::slice::from_ref(&run_dir), &report_dir, &gates)
+            .with_context(|| format!("writing the report of {}", run_dir.display()))?;
     if !args.quiet {
         println!(
             "ran {} trials ({} passed, {} errored) → {}",
@@ -139,7 +151,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
         println!("report: {}", report_dir.join("index.html").display());
     }
-    println!("verdict: {}", ctxbench_reports::verdict_line(&summary.gates));
+    println!(
+        "verdict: {}",
+        ctxbench_reports::verdict_line(&summary.gates)
+    );
     Ok(summary.gates.exit_code)
 }
 
@@ -156,5 +171,8 @@ fn new_run_id(seed: u64) -> String {
             "[year][month][day]T[hour][minute][second]Z"
         ))
         .unwrap_or_else(|_| "run".into());
-    format!("{stamp}-s{seed}-{:04x}", (now.nanosecond() ^ std::process::id()) & 0xffff)
+    format!(
+        "{stamp}-s{seed}-{:04x}",
+        (now.nanosecond() ^ std::process::id()) & 0xffff
+    )
 }

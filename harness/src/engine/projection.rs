@@ -53,7 +53,8 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
 
     if !input.instructions.text.is_empty() {
         let m = Message::system(input.instructions.text.clone());
-        budget.instructions = estimator.message_tokens(&m, &instruction_message_hash(input.instructions));
+        budget.instructions =
+            estimator.message_tokens(&m, &instruction_message_hash(input.instructions));
         messages.push(m);
     }
     if let Some((m, h)) = input.memory {

@@ -49,7 +49,9 @@ pub enum StorageError {
         source: serde_json::Error,
     },
     /// The directory already holds a run.
-    #[error("{0} already holds a run (manifest.json exists); choose another --out or use --resume")]
+    #[error(
+        "{0} already holds a run (manifest.json exists); choose another --out or use --resume"
+    )]
     Exists(PathBuf),
 }
 
@@ -144,7 +146,11 @@ impl RunStore {
     }
 }
 
-fn push_line<T: serde::Serialize>(buf: &mut Vec<u8>, row: &T, path: &Path) -> Result<(), StorageError> {
+fn push_line<T: serde::Serialize>(
+    buf: &mut Vec<u8>,
+    row: &T,
+    path: &Path,
+) -> Result<(), StorageError> {
     serde_json::to_writer(&mut *buf, row).map_err(|source| StorageError::Serialize {
         path: path.to_path_buf(),
         source,
