@@ -159,3 +159,57 @@ pub fn outcome_matches(expected: &ExpectedOutcome, status: OutcomeStatus) -> boo
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod builtin_suite {
+    use super::*;
+    use crate::testing::judge_with;
+    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_harness::Mode;
+
+    const INSTRUCTION_CHANGE: &str = include_str!("../../scenarios/instruction-change.yaml");
+    const UNFIT: &str = include_str!("../../scenarios/schema-pressure-unfit.yaml");
+    const SCHEMA: &str = include_str!("../../scenarios/schema-pressure.yaml");
+
+    #[test]
+    fn every_grader_the_loader_knows_exists() {
+        let mut known: Vec<&str> = ctxbench_harness::scenario::KNOWN_GRADERS.to_vec();
+        let mut ours: Vec<&str> = GRADER_NAMES.to_vec();
+        known.sort();
+        ours.sort();
+        assert_eq!(known, ours);
+        for n in GRADER_NAMES {
+            assert_eq!(grader(n).map(|g| g.name()), Some(*n));
+        }
+    }
+
+    #[tokio::test]
+    async fn reference_engine_passes_the_builtin_scenarios_that_fit() {
+        for (yaml, mode) in [
+            (INSTRUCTION_CHANGE, Mode::Off),
+            (INSTRUCTION_CHANGE, Mode::Warn),
+            (SCHEMA, Mode::Warn),
+            (UNFIT, Mode::Warn),
+        ] {
+            let (rec, j) = judge_with(yaml, mode, None).await;
+            assert!(
+                j.passed,
+                "{} {mode}: {:?} {:?}",
+                rec.scenario, rec.outcome, j.verdicts
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn dropped_instructions_lose_the_newest_rule() {
+        let (_, j) = judge_with(
+            INSTRUCTION_CHANGE,
+            Mode::Warn,
+            Some(Mutation::DropInstructions),
+        )
+        .await;
+        let v = j.verdicts.iter().find(|v| v.grader == "recall").unwrap();
+        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
+        assert!(!j.passed);
+    }
+}

@@ -349,3 +349,174 @@ impl ReferenceEngine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{ToolExecutor, ToolOutput};
+    use ctxbench_adapters::capabilities::lookup;
+    use ctxbench_adapters::fake::{FakeProvider, FakeReply, FakeScript, FakeToolCall, FakeTurn};
+    use ctxbench_adapters::ToolCall;
+
+    struct Events(Vec<EngineEvent>);
+    impl EventSink for Events {
+        fn emit(&mut self, event: EngineEvent) {
+            self.0.push(event);
+        }
+    }
+
+    /// A tool that rewrites the instruction file mid-run, as a model-driven edit of
+    /// AGENTS.md would.
+    struct EditsInstructions(PathBuf);
+    impl ToolExecutor for EditsInstructions {
+        fn execute(&mut self, _call: &ToolCall) -> ToolOutput {
+            std::fs::write(&self.0, "Edited mid-run.").unwrap();
+            ToolOutput {
+                content: "edited".into(),
+                ok: true,
+            }
+        }
+    }
+
+    fn engine(dir: &std::path::Path, mode: Mode) -> ReferenceEngine {
+        std::fs::write(dir.join("AGENTS.md"), "Original instructions.").unwrap();
+        ReferenceEngine::create(EngineConfig {
+            mode,
+            model: lookup("fake-16k"),
+            context: ContextConfig {
+                reserved_output_tokens: 512,
+                buffer_tokens: 1024,
+                ..ContextConfig::default()
+            },
+            tools: vec![ToolDefinition {
+                name: "edit".into(),
+                description: "Edit a file.".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }],
+            instructions_path: dir.join("AGENTS.md"),
+            session_dir: dir.join("session"),
+            mutation: None,
+        })
+        .unwrap()
+    }
+
+    fn budget_hashes(events: &[EngineEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::Budgeted(b) => Some(b.instruction_hash.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn instructions_are_frozen_within_a_run_and_reloaded_at_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = engine(dir.path(), Mode::Warn);
+        let provider = FakeProvider::new(FakeScript {
+            model: "fake-16k".into(),
+            context_window: 16384,
+            turns: vec![
+                FakeTurn {
+                    user: "edit it".into(),
+                    replies: vec![
+                        FakeReply::ToolCalls {
+                            calls: vec![FakeToolCall {
+                                name: "edit".into(),
+                                arguments: serde_json::json!({}),
+                            }],
+                        },
+                        FakeReply::Text {
+                            text: "done".into(),
+                        },
+                    ],
+                },
+                FakeTurn {
+                    user: "next".into(),
+                    replies: vec![FakeReply::Text { text: "ok".into() }],
+                },
+            ],
+            ..Default::default()
+        });
+        let mut tools = EditsInstructions(dir.path().join("AGENTS.md"));
+        let mut events = Events(Vec::new());
+        let out = e
+            .run_turn(
+                "edit it",
+                TurnIo {
+                    provider: &provider,
+                    tools: &mut tools,
+                    events: &mut events,
+                },
+            )
+            .await;
+        assert!(matches!(out, TurnOutcome::Completed { .. }), "{out:?}");
+        let first = budget_hashes(&events.0);
+        assert_eq!(first.len(), 2, "two physical attempts in the first run");
+        assert_eq!(first[0], first[1], "the snapshot is frozen within a run");
+        let out = e
+            .run_turn(
+                "next",
+                TurnIo {
+                    provider: &provider,
+                    tools: &mut tools,
+                    events: &mut events,
+                },
+            )
+            .await;
+        assert!(matches!(out, TurnOutcome::Completed { .. }), "{out:?}");
+        let all = budget_hashes(&events.0);
+        assert_ne!(all[2], all[0], "the edit takes effect at the next run");
+    }
+
+    #[tokio::test]
+    async fn restart_reloads_the_same_transcript_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = engine(dir.path(), Mode::Off);
+        let provider = FakeProvider::new(FakeScript {
+            model: "fake-16k".into(),
+            context_window: 16384,
+            turns: vec![FakeTurn {
+                user: "hello".into(),
+                replies: vec![FakeReply::Text { text: "hi".into() }],
+            }],
+            ..Default::default()
+        });
+        let mut tools = EditsInstructions(dir.path().join("unused"));
+        let mut events = Events(Vec::new());
+        e.run_turn(
+            "hello",
+            TurnIo {
+                provider: &provider,
+                tools: &mut tools,
+                events: &mut events,
+            },
+        )
+        .await;
+        let (before, hash) = (e.transcript(), e.transcript_hash());
+        e.restart(&mut events).unwrap();
+        assert_eq!(e.transcript(), before);
+        assert_eq!(e.transcript_hash(), hash);
+        assert!(matches!(
+            events.0.last(),
+            Some(EngineEvent::SessionRestored { messages: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn compact_is_refused_until_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "x").unwrap();
+        let r = ReferenceEngine::create(EngineConfig {
+            mode: Mode::Compact,
+            model: lookup("fake-16k"),
+            context: ContextConfig::default(),
+            tools: Vec::new(),
+            instructions_path: dir.path().join("AGENTS.md"),
+            session_dir: dir.path().join("session"),
+            mutation: None,
+        });
+        assert!(matches!(r, Err(EngineError::Unsupported(_))));
+    }
+}

@@ -332,6 +332,11 @@ fn parse_and_check(source_name: &str, text: &str) -> Result<validate::Compiled, 
         }
     };
     let compiled = validate::compile(source_name, text, raw, &mut rep, &load_counter);
+    if let Some(c) = &compiled {
+        if rep.is_clean() {
+            check_fixed_context_fits(c, &mut rep);
+        }
+    }
     match compiled {
         Some(c) if rep.is_clean() => Ok(c),
         _ => {
@@ -344,5 +349,52 @@ fn parse_and_check(source_name: &str, text: &str) -> Result<validate::Compiled, 
                 Err(Diagnostics(d))
             }
         }
+    }
+}
+
+/// QUALITY.md: a budget that cannot hold the mandatory context *by construction* is a
+/// scenario error — unless the scenario exists to prove exactly that stop
+/// (`outcome: {limit_reached: …}`). "By construction" means the fixed part: instructions,
+/// tool schemas and request framing, estimated with the scenario's own estimator against
+/// `window − max(requested output, buffer)`.
+fn check_fixed_context_fits(c: &validate::Compiled, rep: &mut Reporter<'_>) {
+    use ctxbench_adapters::estimate::RequestEstimator;
+    use ctxbench_adapters::Message;
+    let s = &c.scenario;
+    if matches!(s.expect.outcome, ExpectedOutcome::LimitReached { .. }) {
+        return;
+    }
+    let est = RequestEstimator::new(s.model.estimator);
+    let instructions = if s.instructions.is_empty() {
+        0
+    } else {
+        est.message_tokens_uncached(&Message::system(s.instructions.clone()))
+    };
+    let fixed = instructions + est.tools_tokens(&s.tools) + RequestEstimator::request_priming();
+    let requested_output = s
+        .context
+        .reserved_output_tokens
+        .min(s.model.max_output_tokens);
+    let available = crate::budget::available_input(
+        s.model.context_window,
+        requested_output,
+        s.context.buffer_tokens,
+    );
+    if fixed > available {
+        rep.error(
+            c.id_at,
+            format!(
+                "the mandatory context cannot fit by construction: instructions ({instructions}) + \
+                 tool schemas + framing need {fixed} tokens but only {available} are available \
+                 (window {} − max(requested output {requested_output}, buffer {}))",
+                s.model.context_window, s.context.buffer_tokens
+            ),
+            Some(
+                "a larger `model.context_window`, fewer or smaller tools, or \
+                 `expect: {outcome: {limit_reached: {before_provider_call: true}}}` if the \
+                 stop is the point of the scenario"
+                    .to_string(),
+            ),
+        );
     }
 }

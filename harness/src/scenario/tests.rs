@@ -1017,3 +1017,25 @@ fn diagnostics_render_like_a_compiler() {
     };
     assert_eq!(f.to_string(), "s.yaml: error: oops");
 }
+
+#[test]
+fn mandatory_context_that_cannot_fit_by_construction_is_rejected_unless_expected() {
+    let base = r#"
+id: too-small
+model: {context_window: 2048, max_output: 256}
+context: {reserved_output_tokens: 256, buffer_tokens: 512}
+instructions: "You are a coding agent."
+tools:
+  - generate: {count: 40, schema_tokens: 120, prefix: plugin_}
+script:
+  - user: "Hello."
+  - assistant: "Hi."
+"#;
+    let err = super::load_str("small.yaml", base).expect_err("must not fit");
+    let text = err.to_string();
+    assert!(text.contains("cannot fit by construction"), "{text}");
+    assert!(text.contains("small.yaml:2:"), "located at the id: {text}");
+    let expected =
+        format!("{base}expect:\n  outcome: {{limit_reached: {{before_provider_call: true}}}}\n");
+    super::load_str("small.yaml", &expected).expect("a scenario about the stop is valid");
+}
