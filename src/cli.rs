@@ -52,11 +52,11 @@ pub struct RunArgs {
     /// Only scenarios with one of these tags (repeatable).
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
-    /// Modes to run, comma-separated (`compact` lands with the compaction engine).
+    /// Modes to run, comma-separated.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "off,warn",
+        default_value = "off,warn,compact",
         value_name = "MODES"
     )]
     pub modes: Vec<String>,

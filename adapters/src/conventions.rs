@@ -10,3 +10,14 @@ pub const MEMORY_CLOSE: &str = "</conversation-memory>";
 
 /// The answer a model gives to a probe whose fact is not in its context.
 pub const UNKNOWN_ANSWER: &str = "unknown";
+
+/// First line of the system message of a summarization request (the `model` checkpoint
+/// strategy). A fake provider recognises it and answers with a summary built only from the
+/// request; a real model simply reads it as its instructions.
+pub const SUMMARY_REQUEST_MARKER: &str = "[ctxbench:summarize]";
+
+/// Opens a provider-native opaque compaction item carried in a request message; the item's
+/// `data` follows on the same line. Only the provider that created it interprets it.
+pub const OPAQUE_OPEN: &str = "<provider-compaction-item";
+/// Closes an opaque compaction item.
+pub const OPAQUE_CLOSE: &str = "</provider-compaction-item>";

@@ -22,6 +22,11 @@ pub enum ProviderError {
         input_tokens: Option<u64>,
         /// The provider's message.
         message: String,
+        /// Assistant text the provider produced before it failed (a streamed answer cut off
+        /// by the overflow); `None` for a clean overflow, rejected before any output. A
+        /// client must not blindly retry a request that already produced output.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partial_output: Option<String>,
     },
     /// 429: slow down.
     #[error("rate limited (retry after {retry_after_ms:?} ms): {message}")]

@@ -12,4 +12,22 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// Send one physical request.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+
+    /// Whether [`Provider::compact`] is supported (seed 000 `nativeCompaction`).
+    fn native_compaction(&self) -> bool {
+        false
+    }
+
+    /// Provider-native compaction: turn the conversation in `request` into an opaque item
+    /// the provider can later read back. Unsupported by default.
+    async fn compact(&self, request: &ModelRequest) -> Result<crate::OpaqueItem, ProviderError> {
+        let _ = request;
+        Err(ProviderError::Rejected {
+            status: 400,
+            message: format!(
+                "provider `{}` does not support native compaction",
+                self.name()
+            ),
+        })
+    }
 }

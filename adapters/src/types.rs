@@ -218,3 +218,23 @@ pub struct ModelResponse {
     /// Why generation stopped.
     pub finish_reason: FinishReason,
 }
+
+/// A provider-native compaction item: opaque state the provider returns and only it can read
+/// (e.g. an encrypted Responses-API compaction item). It is bound to the provider and model
+/// that created it; engines store it opaquely and traces carry only its hash and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpaqueItem {
+    /// Provider that created it.
+    pub provider: String,
+    /// Model that created it.
+    pub model: String,
+    /// The opaque payload (never interpreted by the client).
+    pub data: String,
+}
+
+impl OpaqueItem {
+    /// SHA-256 of the payload, for traces.
+    pub fn hash(&self) -> ContentHash {
+        ContentHash::of_bytes(self.data.as_bytes())
+    }
+}

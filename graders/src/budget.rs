@@ -29,7 +29,12 @@ impl Grader for Budget {
         let mut failures = Vec::new();
         let mut sent = 0;
         let mut over = 0;
-        for r in ctx.record.requests.iter().filter(|r| r.row.sent) {
+        for r in ctx
+            .record
+            .requests
+            .iter()
+            .filter(|r| r.row.sent && r.row.purpose == "turn")
+        {
             sent += 1;
             let row = &r.row;
             if row.budget.window == 0 {

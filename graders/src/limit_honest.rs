@@ -18,7 +18,17 @@ use crate::{verdict, GradeContext, Grader};
 /// Known stop and failure reasons.
 pub const KNOWN_REASONS: &[&str] = &[
     "mandatory_context_exceeds_budget",
+    "context_exhausted",
+    "no_safe_completed_span",
+    "summarizer_failed",
+    "summary_invalid",
+    "summary_input_too_large",
+    "strategy_unavailable",
+    "no_progress",
+    "does_not_fit",
+    "checkpoint_write_failed",
     "provider_overflow",
+    "provider_overflow_after_output",
     "provider_rejected",
     "round_limit",
     "infrastructure",
@@ -81,7 +91,11 @@ impl Grader for LimitHonest {
             }
         }
         if rec.mode != Mode::Off {
-            for r in rec.requests.iter().filter(|r| r.row.sent) {
+            for r in rec
+                .requests
+                .iter()
+                .filter(|r| r.row.sent && r.row.purpose == "turn")
+            {
                 let b = &r.row.budget;
                 if b.window > 0 && b.mandatory() > b.available_input {
                     failures.push(Evidence {

@@ -17,12 +17,15 @@ use ctxbench_adapters::fake::{FakeProvider, FakeTokenizer};
 use ctxbench_adapters::{Message, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall};
 use sha2::{Digest, Sha256};
 
-use crate::engine::reference::{EngineConfig, ReferenceEngine};
+use crate::engine::compaction::CompactionOutcome;
+use crate::engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
 use crate::engine::{
     EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome,
 };
 use crate::mode::Mode;
+use crate::record::CompactionRecord;
 use crate::record::{EventRecord, RequestRecord, ToolExecution, TrialRecord, TurnRecord};
+use crate::scenario::Fault;
 use crate::scenario::{Scenario, ScriptedCall, Step};
 use crate::seed::trial_seed;
 use crate::storage::schema::{OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA};
@@ -122,6 +125,17 @@ impl Provider for Recording {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn native_compaction(&self) -> bool {
+        self.inner.native_compaction()
+    }
+    async fn compact(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<ctxbench_adapters::OpaqueItem, ProviderError> {
+        // A native compaction call is a physical request too; it is recorded with the
+        // compaction's events, not as a turn request.
+        self.inner.compact(request).await
+    }
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let t0 = Instant::now();
         let result = self.inner.complete(request).await;
@@ -201,6 +215,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let mut turns = Vec::new();
     let mut executions = Vec::new();
     let mut infra_error: Option<(u64, String)> = None;
+    let mut compactions: Vec<CompactionRecord> = Vec::new();
 
     let instructions_path = workdir.join("AGENTS.md");
     let config = EngineConfig {
@@ -210,6 +225,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         tools: scenario.tools.clone(),
         instructions_path: instructions_path.clone(),
         session_dir: workdir.join("session"),
+        redact: scenario.secrets.clone(),
+        faults: engine_faults(&scenario.faults),
         mutation: spec.mutation,
     };
     let engine = std::fs::write(&instructions_path, &scenario.instructions)
@@ -265,6 +282,37 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         break;
                     }
                 }
+                Step::Compact { dry_run } => {
+                    let mut tools = ScriptedTools {
+                        step: index,
+                        calls: Vec::new(),
+                        next: 0,
+                        executions: Vec::new(),
+                    };
+                    let outcome = engine
+                        .compact(
+                            *dry_run,
+                            TurnIo {
+                                provider: &provider,
+                                tools: &mut tools,
+                                events: &mut sink,
+                            },
+                        )
+                        .await;
+                    compactions.push(CompactionRecord {
+                        step: index,
+                        dry_run: *dry_run,
+                        outcome,
+                    });
+                }
+                Step::CorruptCheckpoint { how } => {
+                    if let Err(e) =
+                        crate::session::corrupt_checkpoint(&workdir.join("session"), *how)
+                    {
+                        infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
+                        break;
+                    }
+                }
                 Step::EditInstructions { text } => {
                     if let Err(e) = std::fs::write(&instructions_path, text) {
                         infra_error = Some((
@@ -289,12 +337,32 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         items,
         turns,
         executions,
+        compactions,
         transcript,
         transcript_hash,
         infra_error,
         started_at,
         t0.elapsed().as_millis() as u64,
     )
+}
+
+fn engine_faults(faults: &[Fault]) -> EngineFaults {
+    let mut f = EngineFaults::default();
+    for fault in faults {
+        match fault {
+            Fault::SummarizerFailure { at_compaction } => {
+                f.summarizer_failures.push(*at_compaction)
+            }
+            Fault::CrashDuringCheckpointWrite { at_compaction } => {
+                f.checkpoint_write_crashes.push(*at_compaction)
+            }
+            // Provider faults and summary defects reach only the fake provider.
+            Fault::ProviderOverflow { .. }
+            | Fault::OverflowAfterPartialOutput { .. }
+            | Fault::SummaryDefect { .. } => {}
+        }
+    }
+    f
 }
 
 /// Stands in when the engine could not even be created, so the trial still yields a record.
@@ -307,6 +375,12 @@ impl SystemUnderTest for NullEngine {
     }
     async fn run_turn(&mut self, _user: &str, _io: TurnIo<'_>) -> TurnOutcome {
         TurnOutcome::Errored {
+            detail: "no engine".into(),
+        }
+    }
+    async fn compact(&mut self, _dry_run: bool, _io: TurnIo<'_>) -> CompactionOutcome {
+        CompactionOutcome::Failed {
+            reason: "no_engine".into(),
             detail: "no engine".into(),
         }
     }
@@ -331,6 +405,7 @@ fn assemble(
     items: Vec<(u64, LogItem)>,
     turn_tuples: Vec<TurnTuple>,
     tool_executions: Vec<ToolExecution>,
+    compactions: Vec<CompactionRecord>,
     transcript: Vec<Message>,
     transcript_hash: String,
     infra_error: Option<(u64, String)>,
@@ -365,6 +440,7 @@ fn assemble(
         round: b.as_ref().map(|b| b.round).unwrap_or(0),
         attempt: b.as_ref().map(|b| b.attempt).unwrap_or(1),
         sent: false,
+        purpose: "turn".into(),
         budget: b.as_ref().map(|b| b.budget).unwrap_or_default(),
         estimator: b
             .as_ref()
@@ -434,8 +510,20 @@ fn assemble(
                 latency_ms,
             } => {
                 seq += 1;
-                let mut row = base_row(step, &last_budget);
+                let is_summary = request.messages.first().is_some_and(|m| {
+                    m.role == ctxbench_adapters::Role::System
+                        && m.content
+                            .starts_with(ctxbench_adapters::conventions::SUMMARY_REQUEST_MARKER)
+                });
+                let mut row = if is_summary {
+                    base_row(step, &None)
+                } else {
+                    base_row(step, &last_budget)
+                };
                 row.seq = seq;
+                if is_summary {
+                    row.purpose = "summary".into();
+                }
                 row.sent = true;
                 row.latency_ms = latency_ms;
                 row.observed_estimate = estimator.request_tokens(&request);
@@ -446,16 +534,22 @@ fn assemble(
                     .unwrap_or(0);
                 // Over budget by the engine's own estimate or by ours of the exact request
                 // sent — an engine that under-declares cannot hide an over-budget request.
-                row.over_budget =
-                    last_budget.is_none() || declared_total.max(row.observed_estimate) > available;
-                row.warned = warned;
+                // A summarization request is judged against the window alone.
+                if is_summary {
+                    row.over_budget = row.observed_estimate + u64::from(request.max_output_tokens)
+                        > scenario.model.context_window;
+                } else {
+                    row.over_budget = last_budget.is_none()
+                        || declared_total.max(row.observed_estimate) > available;
+                    row.warned = warned;
+                }
                 for m in &request.messages {
                     let h = m.content_hash().to_hex();
                     messages.entry(h.clone()).or_insert_with(|| m.clone());
                     row.message_hashes.push(h);
                 }
                 stats.requests += 1;
-                if row.over_budget {
+                if row.over_budget && !is_summary {
                     stats.over_budget_requests += 1;
                 }
                 let (response, error) = match result {
@@ -479,9 +573,11 @@ fn assemble(
                     }
                 };
                 turn_requests.entry(step).or_default().push(seq);
-                // One budget event covers one physical request.
-                last_budget = None;
-                warned = false;
+                if !is_summary {
+                    // One budget event covers one physical request.
+                    last_budget = None;
+                    warned = false;
+                }
                 requests.push(RequestRecord {
                     row,
                     tools: request.tools.len(),
@@ -578,6 +674,7 @@ fn assemble(
         events,
         turns,
         tool_executions,
+        compactions,
         messages,
         transcript,
         outcome,

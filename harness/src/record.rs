@@ -51,6 +51,17 @@ pub struct ToolExecution {
     pub scripted: bool,
 }
 
+/// A manual compact step and its typed outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// Script step index.
+    pub step: u64,
+    /// Whether it was a dry run.
+    pub dry_run: bool,
+    /// The transaction's outcome.
+    pub outcome: crate::engine::compaction::CompactionOutcome,
+}
+
 /// One turn as the driver saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
@@ -93,6 +104,8 @@ pub struct TrialRecord {
     pub turns: Vec<TurnRecord>,
     /// Tool executions in order.
     pub tool_executions: Vec<ToolExecution>,
+    /// Manual compact steps in order (automatic ones are in `events`).
+    pub compactions: Vec<CompactionRecord>,
     /// Every distinct message seen in a request or the transcript, by content hash (hex).
     pub messages: BTreeMap<String, Message>,
     /// The final canonical transcript.

@@ -163,13 +163,6 @@ pub async fn execute(
     judge: Arc<dyn Judge>,
     observer: Arc<dyn RunObserver>,
 ) -> Result<RunTotals, RunError> {
-    if plan.modes.contains(&Mode::Compact) {
-        return Err(RunError::Plan(
-            "mode `compact` is not available in this build yet: the compaction engine \
-             (issue #3) has not landed; use `--modes off,warn`"
-                .into(),
-        ));
-    }
     let matrix = plan.matrix();
     if matrix.is_empty() {
         return Err(RunError::Plan(

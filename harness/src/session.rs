@@ -14,13 +14,18 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use ctxbench_adapters::{ContentHash, Message};
+
+use crate::engine::checkpoint::Checkpoint;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 const SNAPSHOT: &str = "session.json";
 const LEDGER: &str = "transcript.jsonl";
-const SESSION_SCHEMA: &str = "ctxbench.session/1";
+/// Current session snapshot schema: v2 adds the optional derived checkpoint.
+pub const SESSION_SCHEMA: &str = "ctxbench.session/2";
+/// The previous schema, migrated on open (it has no checkpoint).
+pub const SESSION_SCHEMA_V1: &str = "ctxbench.session/1";
 
 /// Session persistence errors.
 #[derive(Debug, Error)]
@@ -100,6 +105,21 @@ struct Snapshot {
     records: u64,
     chain: ContentHash,
     messages: u64,
+    /// The checkpoint, kept as raw JSON so a damaged checkpoint never makes the transcript
+    /// unreadable: it is parsed and validated separately.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checkpoint: Option<serde_json::Value>,
+}
+
+/// What happened to the stored checkpoint when a session was opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredCheckpoint {
+    /// None was stored.
+    None,
+    /// A valid checkpoint, reusable.
+    Valid(Box<Checkpoint>),
+    /// One was stored but rejected; the engine rebuilds from the transcript.
+    Rejected(String),
 }
 
 /// One transcript entry: the message and its content hash, computed once.
@@ -119,6 +139,10 @@ pub struct Session {
     turns: Vec<TurnSpan>,
     chain: ContentHash,
     records: u64,
+    checkpoint: Option<Checkpoint>,
+    opened_checkpoint: StoredCheckpoint,
+    /// Test hook: fail (tear) the next checkpoint write, as a crash would.
+    crash_next_checkpoint_write: bool,
 }
 
 fn chain_next(prev: &ContentHash, tag: &[u8], item: &[u8]) -> ContentHash {
@@ -147,6 +171,9 @@ impl Session {
             turns: Vec::new(),
             chain: ContentHash([0; 32]),
             records: 0,
+            checkpoint: None,
+            opened_checkpoint: StoredCheckpoint::None,
+            crash_next_checkpoint_write: false,
         };
         s.write_snapshot()?;
         Ok(s)
@@ -160,7 +187,7 @@ impl Session {
             path: snap_path.clone(),
             detail: e.to_string(),
         })?;
-        if snap.schema != SESSION_SCHEMA {
+        if snap.schema != SESSION_SCHEMA && snap.schema != SESSION_SCHEMA_V1 {
             return Err(SessionError::Corrupt {
                 path: snap_path,
                 detail: format!("unknown schema `{}`", snap.schema),
@@ -174,6 +201,9 @@ impl Session {
             turns: Vec::new(),
             chain: ContentHash([0; 32]),
             records: 0,
+            checkpoint: None,
+            opened_checkpoint: StoredCheckpoint::None,
+            crash_next_checkpoint_write: false,
         };
         let corrupt = |detail: String| SessionError::Corrupt {
             path: ledger.clone(),
@@ -205,6 +235,21 @@ impl Session {
             .open(&ledger)
             .map_err(io_err(&ledger))?;
         f.set_len(committed_bytes).map_err(io_err(&ledger))?;
+        // The checkpoint is derived state: a damaged or stale one is rejected, never trusted,
+        // and never a reason to lose the transcript.
+        s.opened_checkpoint = match snap.checkpoint {
+            None => StoredCheckpoint::None,
+            Some(v) => match serde_json::from_value::<Checkpoint>(v) {
+                Err(e) => StoredCheckpoint::Rejected(format!("unreadable checkpoint: {e}")),
+                Ok(c) => match c.validate(&s.entries) {
+                    Ok(()) => StoredCheckpoint::Valid(Box::new(c)),
+                    Err(e) => StoredCheckpoint::Rejected(e.to_string()),
+                },
+            },
+        };
+        if let StoredCheckpoint::Valid(c) = &s.opened_checkpoint {
+            s.checkpoint = Some((**c).clone());
+        }
         Ok(s)
     }
 
@@ -301,6 +346,10 @@ impl Session {
             records: self.records,
             chain: self.chain,
             messages: self.entries.len() as u64,
+            checkpoint: self
+                .checkpoint
+                .as_ref()
+                .and_then(|c| serde_json::to_value(c).ok()),
         };
         let path = self.dir.join(SNAPSHOT);
         let bytes = serde_json::to_vec(&snap).map_err(|e| SessionError::Corrupt {
@@ -367,6 +416,51 @@ impl Session {
     /// The directory the session lives in.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The current valid checkpoint, if any.
+    pub fn checkpoint(&self) -> Option<&Checkpoint> {
+        self.checkpoint.as_ref()
+    }
+
+    /// What was found when the session was opened.
+    pub fn opened_checkpoint(&self) -> &StoredCheckpoint {
+        &self.opened_checkpoint
+    }
+
+    /// Replace the checkpoint, validated against the transcript, and persist it atomically
+    /// with the snapshot. On failure the previous checkpoint stays in force (fail-open).
+    pub fn set_checkpoint(&mut self, checkpoint: Checkpoint) -> Result<(), SessionError> {
+        let path = self.dir.join(SNAPSHOT);
+        checkpoint
+            .validate(&self.entries)
+            .map_err(|e| SessionError::Corrupt {
+                path: path.clone(),
+                detail: format!("refusing to store an invalid checkpoint: {e}"),
+            })?;
+        if std::mem::take(&mut self.crash_next_checkpoint_write) {
+            // A crash mid-write: a torn temporary file, no rename. The committed snapshot
+            // (and with it the previous checkpoint) is untouched.
+            let tmp = self
+                .dir
+                .join(format!(".{SNAPSHOT}.tmp-{}", std::process::id()));
+            let _ = std::fs::write(&tmp, b"{\"schema\":\"ctxbench.session/2\",\"rec");
+            return Err(SessionError::Io {
+                path,
+                source: std::io::Error::other("simulated crash during checkpoint write"),
+            });
+        }
+        let previous = self.checkpoint.replace(checkpoint);
+        if let Err(e) = self.write_snapshot() {
+            self.checkpoint = previous;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Test hook: make the next checkpoint write fail as if the process crashed mid-write.
+    pub fn crash_next_checkpoint_write(&mut self) {
+        self.crash_next_checkpoint_write = true;
     }
 }
 
@@ -440,4 +534,37 @@ mod tests {
             Err(SessionError::Corrupt { .. })
         ));
     }
+}
+
+/// Damage the stored checkpoint of a session on disk (recovery-scenario fixture). Returns
+/// `false` when there is no checkpoint to damage.
+pub fn corrupt_checkpoint(
+    dir: &Path,
+    how: crate::scenario::Corruption,
+) -> Result<bool, SessionError> {
+    use crate::scenario::Corruption;
+    let path = dir.join(SNAPSHOT);
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut snap: Snapshot = serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    let Some(cp) = snap.checkpoint.as_mut() else {
+        return Ok(false);
+    };
+    match how {
+        Corruption::Garbage => *cp = serde_json::Value::String("\u{1}garbage\u{fffd}".into()),
+        Corruption::StaleSource => {
+            cp["source_hash"] = serde_json::Value::String("0".repeat(64));
+        }
+        Corruption::OutOfRange => {
+            cp["summarized_through"] = serde_json::Value::from(u32::MAX);
+        }
+    }
+    let bytes = serde_json::to_vec(&snap).map_err(|e| SessionError::Corrupt {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    write_atomic(&path, &bytes).map_err(io_err(&path))?;
+    Ok(true)
 }

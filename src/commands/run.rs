@@ -25,12 +25,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     if modes.is_empty() {
         return Err(exit::usage("--modes is empty"));
     }
-    if modes.contains(&Mode::Compact) {
-        return Err(exit::usage(
-            "mode `compact` is not available in this build yet: the compaction engine (issue #3) \
-             has not landed; use --modes off,warn",
-        ));
-    }
     let provider: ProviderSpec = args.provider.parse().map_err(exit::usage)?;
     if args.trials == 0 {
         return Err(exit::usage("--trials must be at least 1"));

@@ -18,6 +18,33 @@ pub struct FakeScript {
     pub facts: Vec<FakeFact>,
     /// Injected faults.
     pub faults: Vec<FakeFault>,
+    /// Defects of the model-generated summaries this provider writes when asked to
+    /// summarize (see [`crate::conventions::SUMMARY_REQUEST_MARKER`]).
+    #[serde(default)]
+    pub summary_defects: Vec<FakeSummaryDefect>,
+    /// Whether the provider offers provider-native opaque compaction.
+    #[serde(default)]
+    pub native_compaction: bool,
+}
+
+/// A defect of a model-generated summary (PRODUCT.md, fake provider item 6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FakeSummaryDefect {
+    /// Leave every statement of this fact out.
+    DropFact {
+        /// Fact id.
+        fact: String,
+    },
+    /// Add a constraint that was never stated.
+    InventConstraint {
+        /// The invented sentence.
+        text: String,
+    },
+    /// Carry approval/authority claims found in the request into the summary.
+    CarryApproval,
+    /// Stop mid-sentence as if the output allowance ran out.
+    Truncate,
 }
 
 /// One user turn and the assistant messages the provider plays for it, one per round.
@@ -80,6 +107,12 @@ pub enum FakeFault {
     /// Reject the N-th physical request (1-based) with a context overflow, whatever its size:
     /// what an estimator undercount looks like from the client.
     OverflowAtRequest {
+        /// 1-based request number within the trial.
+        request: u64,
+    },
+    /// Produce some assistant text, then fail the N-th request with a context overflow that
+    /// carries the partial output: a client must not retry it.
+    OverflowAfterPartialOutput {
         /// 1-based request number within the trial.
         request: u64,
     },

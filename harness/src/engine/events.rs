@@ -80,6 +80,75 @@ pub enum EngineEvent {
         /// The provider's message.
         message: String,
     },
+    /// A compaction transaction started.
+    #[serde(rename = "context.compaction.started")]
+    CompactionStarted {
+        /// `manual`, `automatic` or `overflow`.
+        trigger: String,
+        /// Strategy.
+        strategy: String,
+    },
+    /// A compaction transaction wrote a new checkpoint.
+    #[serde(rename = "context.compaction.completed")]
+    CompactionCompleted(CompactionCompleted),
+    /// A compaction transaction changed nothing.
+    #[serde(rename = "context.compaction.unchanged")]
+    CompactionUnchanged {
+        /// Trigger.
+        trigger: String,
+        /// Stable reason, e.g. `already_compacted`.
+        reason: String,
+    },
+    /// A compaction transaction failed; the previous checkpoint and the transcript stay.
+    #[serde(rename = "context.compaction.failed")]
+    CompactionFailed {
+        /// Trigger.
+        trigger: String,
+        /// Stable reason, e.g. `no_safe_completed_span`, `summarizer_failed`, `no_progress`.
+        reason: String,
+        /// Detail.
+        detail: String,
+        /// Summarizer model calls made before failing.
+        summarizer_calls: u32,
+    },
+    /// A dry-run preview: what a compaction would cover and save, with no model call.
+    #[serde(rename = "context.compaction.preview")]
+    CompactionPreview {
+        /// First message that would be newly summarized.
+        from: u64,
+        /// One past the last message that would be summarized.
+        to: u64,
+        /// Verbatim tail that would remain: `[tail_start, tail_end)`.
+        tail_start: u64,
+        /// End of the tail.
+        tail_end: u64,
+        /// Estimated request total now.
+        current_total: u64,
+        /// Estimated request total after compaction (summary at its target size).
+        projected_total: u64,
+        /// Available input budget.
+        available_input: u64,
+    },
+    /// A stored checkpoint was rejected on load and will be rebuilt from the transcript.
+    #[serde(rename = "context.checkpoint.rejected")]
+    CheckpointRejected {
+        /// Why.
+        reason: String,
+    },
+    /// A stored checkpoint was validated and reused after a restart.
+    #[serde(rename = "context.checkpoint.reused")]
+    CheckpointReused {
+        /// Its id.
+        checkpoint_id: String,
+    },
+    /// Older completed tool outputs were projected in the next request.
+    #[serde(rename = "context.tool_output.projected")]
+    ToolOutputProjected {
+        /// Round within the turn.
+        round: u64,
+        /// Results projected.
+        results: u64,
+    },
     /// The engine reloaded its session from disk.
     #[serde(rename = "session.restored")]
     SessionRestored {
@@ -101,6 +170,14 @@ impl EngineEvent {
             EngineEvent::Usage { .. } => "context.usage",
             EngineEvent::ProviderError { .. } => "context.provider_error",
             EngineEvent::SessionRestored { .. } => "session.restored",
+            EngineEvent::CompactionStarted { .. } => "context.compaction.started",
+            EngineEvent::CompactionCompleted(_) => "context.compaction.completed",
+            EngineEvent::CompactionUnchanged { .. } => "context.compaction.unchanged",
+            EngineEvent::CompactionFailed { .. } => "context.compaction.failed",
+            EngineEvent::CompactionPreview { .. } => "context.compaction.preview",
+            EngineEvent::CheckpointRejected { .. } => "context.checkpoint.rejected",
+            EngineEvent::CheckpointReused { .. } => "context.checkpoint.reused",
+            EngineEvent::ToolOutputProjected { .. } => "context.tool_output.projected",
         }
     }
 
@@ -142,4 +219,36 @@ pub struct Budgeted {
     pub instruction_hash: String,
     /// Why this attempt is a retry, if it is one.
     pub retry_reason: Option<String>,
+}
+
+/// Payload of `context.compaction.completed`: metadata and hashes only, never the summary
+/// or an opaque item's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionCompleted {
+    /// Trigger.
+    pub trigger: String,
+    /// New checkpoint id.
+    pub checkpoint_id: String,
+    /// The checkpoint it rolled up.
+    pub previous_id: Option<String>,
+    /// Strategy.
+    pub strategy: String,
+    /// First newly summarized message.
+    pub summarized_from: u64,
+    /// Last summarized message (inclusive).
+    pub summarized_through: u64,
+    /// Verbatim tail at creation: `[tail_start, tail_end)`.
+    pub tail_start: u64,
+    /// End of the tail.
+    pub tail_end: u64,
+    /// Estimated tokens the next request saves.
+    pub reclaimed_tokens: u64,
+    /// Estimated tokens of the memory message.
+    pub summary_tokens: u64,
+    /// Summarizer model calls.
+    pub summarizer_calls: u32,
+    /// SHA-256 of the summary text or opaque payload.
+    pub content_hash: String,
+    /// Size of the summary text or opaque payload, in bytes.
+    pub content_bytes: u64,
 }

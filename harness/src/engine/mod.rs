@@ -9,12 +9,16 @@
 //! - [`projection`]: builds the request (instructions, memory, recent turns, current
 //!   request, tools) and its budget breakdown by category.
 //! - [`reference`]: the reference engine (modes `off` and `warn`; `compact` lands with the
-//!   compaction issue and is refused clearly until then).
+//!   compaction transaction in [`compaction`], summarizers in [`summarize`]).
 
+pub mod checkpoint;
+pub mod compaction;
 pub mod events;
 pub mod mutants;
 pub mod projection;
 pub mod reference;
+pub mod summarize;
+pub mod tool_projection;
 
 use ctxbench_adapters::{Provider, ToolCall};
 use serde::{Deserialize, Serialize};
@@ -113,6 +117,8 @@ pub trait SystemUnderTest: Send {
     fn name(&self) -> &str;
     /// Play one user turn (one "run"): admit the input, talk to the model, run tools.
     async fn run_turn(&mut self, user: &str, io: TurnIo<'_>) -> TurnOutcome;
+    /// A manual `/compact` between turns (`dry_run`: preview only, no model call, no write).
+    async fn compact(&mut self, dry_run: bool, io: TurnIo<'_>) -> compaction::CompactionOutcome;
     /// Persist, drop every in-memory state, and reload from disk.
     fn restart(&mut self, events: &mut dyn EventSink) -> Result<(), EngineError>;
     /// The canonical transcript as it stands.

@@ -1,4 +1,4 @@
-//! The reference context engine (seed 000), modes `off` and `warn`.
+//! The reference context engine (seed 000): modes `off`, `warn` and `compact`.
 //!
 //! Per run (user turn): reload the instruction file and freeze it; admit the user message
 //! into the canonical transcript (persisted before anything is sent); then, for every
@@ -9,26 +9,40 @@
 //! - `warn`: if mandatory context (instructions, current request, tools, protocol
 //!   continuation) cannot fit the available input, stop with `limit_reached` **before** the
 //!   provider call; otherwise, if the whole request is over budget, emit `context.warning`,
-//!   then send.
-//!
-//! `compact` is refused at construction until the compaction engine lands: it must never
-//! silently behave like `warn`.
+//!   then send;
+//! - `compact`: use the valid checkpoint (labelled untrusted memory, below the
+//!   instructions) plus the verbatim history after it; when the request is over budget,
+//!   first project older tool outputs, then run the compaction transaction
+//!   ([`super::compaction`]); never send an over-budget request — stop with a typed
+//!   `limit_reached` instead. One clean provider overflow (no visible output) is recovered
+//!   by compacting to a tighter target and retrying the same admitted input once.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxbench_adapters::capabilities::{ModelCapabilities, Provenance};
 use ctxbench_adapters::estimate::RequestEstimator;
-use ctxbench_adapters::{Message, ProviderError, ToolDefinition};
+use ctxbench_adapters::{Message, Provider, ProviderError, Role, ToolDefinition};
 
-use super::events::{Budgeted, EngineEvent};
+use super::checkpoint::{range_hash, Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
+use super::compaction::{
+    closed_turns, source_key, tail_candidates, turn_numbers, CompactionOutcome, Trigger,
+    MAX_COMPACTIONS_PER_TURN, MAX_SUMMARIZER_CALLS_PER_TRANSACTION, MIN_USEFUL_RECLAIM_TOKENS,
+};
+use super::events::{Budgeted, CompactionCompleted, EngineEvent};
 use super::mutants::Mutation;
-use super::projection::{project, ProjectionInput};
-use super::{EngineError, EventSink, SystemUnderTest, TurnIo, TurnOutcome};
+use super::projection::{project, Projection, ProjectionInput};
+use super::summarize::extractive::ExtractiveSummarizer;
+use super::summarize::{Summarizer, SummaryContent, SummaryRequest};
+use super::tool_projection::project_tool_outputs;
+use super::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo, TurnOutcome};
+use crate::budget::BudgetBreakdown;
 use crate::instructions::InstructionSnapshot;
 use crate::mode::Mode;
-use crate::scenario::ContextConfig;
-use crate::session::{Session, TurnStatus};
+use crate::redact::Redactor;
+use crate::scenario::{ContextConfig, SummaryStrategy};
+use crate::session::{Entry, Session, StoredCheckpoint, TurnStatus};
 
 /// Upper bound on model requests within one run: a model that keeps calling tools cannot
 /// loop forever.
@@ -36,6 +50,17 @@ pub const MAX_ROUNDS_PER_TURN: u64 = 64;
 
 /// Reason of a stop when mandatory context cannot fit.
 pub const REASON_MANDATORY: &str = "mandatory_context_exceeds_budget";
+/// Reason of a stop when compaction cannot bring the request under budget.
+pub const REASON_EXHAUSTED: &str = "context_exhausted";
+
+/// Infrastructure faults a test harness injects into the engine (never answers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineFaults {
+    /// Summarizer calls (1-based, per engine lifetime) that throw.
+    pub summarizer_failures: Vec<u64>,
+    /// Checkpoint writes (1-based) torn by a simulated crash.
+    pub checkpoint_write_crashes: Vec<u64>,
+}
 
 /// Configuration of the reference engine: what a real runtime is configured with.
 #[derive(Debug, Clone)]
@@ -52,8 +77,20 @@ pub struct EngineConfig {
     pub instructions_path: PathBuf,
     /// Where the session lives.
     pub session_dir: PathBuf,
+    /// Secret values the runtime's redaction is configured with.
+    pub redact: Vec<String>,
+    /// Injected infrastructure faults.
+    pub faults: EngineFaults,
     /// A deliberately broken behaviour (test fixtures only; `None` in every real run).
     pub mutation: Option<Mutation>,
+}
+
+/// Per-input (per user turn) compaction state for the no-progress guard.
+#[derive(Debug, Default)]
+struct TurnState {
+    compactions: u32,
+    attempted_sources: HashSet<String>,
+    overflow_recovered: bool,
 }
 
 /// The reference engine.
@@ -61,18 +98,36 @@ pub struct ReferenceEngine {
     config: EngineConfig,
     estimator: Arc<RequestEstimator>,
     session: Session,
+    redactor: Redactor,
+    summarizer: Box<dyn Summarizer>,
+    summarizer_calls: u64,
+    checkpoint_writes: u64,
+}
+
+fn summarizer_for(strategy: SummaryStrategy) -> Result<Box<dyn Summarizer>, EngineError> {
+    match strategy {
+        SummaryStrategy::Extractive => Ok(Box::new(ExtractiveSummarizer)),
+        other => Err(EngineError::Unsupported(format!(
+            "checkpoint strategy `{other:?}` is not available in this build yet"
+        ))),
+    }
 }
 
 impl ReferenceEngine {
     /// Start a new session.
     pub fn create(config: EngineConfig) -> Result<Self, EngineError> {
-        check_mode(config.mode)?;
         let session = Session::create(&config.session_dir)?;
         let estimator = Arc::new(RequestEstimator::new(config.model.estimator));
+        let summarizer = summarizer_for(config.context.strategy)?;
+        let redactor = Redactor::new(&config.redact);
         Ok(ReferenceEngine {
             config,
             estimator,
             session,
+            redactor,
+            summarizer,
+            summarizer_calls: 0,
+            checkpoint_writes: 0,
         })
     }
 
@@ -90,17 +145,790 @@ impl ReferenceEngine {
             .reserved_output_tokens
             .min(self.config.model.max_output_tokens)
     }
+
+    fn strategy_name(&self) -> &'static str {
+        match self.summarizer.strategy() {
+            SummaryStrategy::Extractive => "extractive",
+            SummaryStrategy::Model => "model",
+            SummaryStrategy::Native => "native",
+        }
+    }
+
+    fn load_instructions(&self) -> Result<InstructionSnapshot, TurnOutcome> {
+        InstructionSnapshot::load(&self.config.instructions_path).map_err(|e| {
+            TurnOutcome::Errored {
+                detail: format!(
+                    "instruction file {}: {e}",
+                    self.config.instructions_path.display()
+                ),
+            }
+        })
+    }
+
+    /// Project a request. `checkpoint` overrides the session's (for candidate checkpoints);
+    /// `current_start` is the current turn's first message (None: no current turn, as for a
+    /// manual compact between turns).
+    fn project_with(
+        &self,
+        snapshot: &InstructionSnapshot,
+        checkpoint: Option<&Checkpoint>,
+        current_start: Option<usize>,
+        prune: bool,
+    ) -> (Projection, usize) {
+        let entries = self.session.entries();
+        let end = current_start.unwrap_or(entries.len());
+        let mutation = self.config.mutation;
+        let use_checkpoint = self.config.mode == Mode::Compact;
+        let checkpoint = if use_checkpoint { checkpoint } else { None };
+        let covered = checkpoint.map(|c| c.covered_end()).unwrap_or(0).min(end);
+        let no_instructions = InstructionSnapshot::of(String::new());
+        let snapshot = if mutation == Some(Mutation::DropInstructions) {
+            &no_instructions
+        } else {
+            snapshot
+        };
+        let history: &[Entry] = if mutation == Some(Mutation::DropHistory) {
+            &[]
+        } else {
+            &entries[covered..end]
+        };
+        let current: &[Entry] = &entries[end..];
+        let (history, current, projected) = if prune {
+            // Protect the newest round: results after the current turn's last assistant
+            // message are what the model has not answered yet.
+            let protect = current
+                .iter()
+                .rposition(|e| e.message.role == Role::Assistant)
+                .unwrap_or(current.len());
+            let mut combined: Vec<Entry> = history.to_vec();
+            combined.extend_from_slice(current);
+            let (p, n) = project_tool_outputs(&combined, history.len() + protect, &self.estimator);
+            let cur = p[history.len()..].to_vec();
+            let hist = p[..history.len()].to_vec();
+            (hist, cur, n)
+        } else {
+            (history.to_vec(), current.to_vec(), 0)
+        };
+        let memory = checkpoint.map(|c| {
+            let m = c.memory_message();
+            let h = m.content_hash();
+            (m, h)
+        });
+        let p = project(
+            &ProjectionInput {
+                instructions: snapshot,
+                memory: memory.as_ref().map(|(m, h)| (m, *h)),
+                history: &history,
+                current: &current,
+                tools: &self.config.tools,
+                model: &self.config.model.model,
+                window: self.config.model.context_window,
+                requested_output: self.requested_output(),
+                buffer: self.config.context.buffer_tokens,
+            },
+            &self.estimator,
+        );
+        (p, projected)
+    }
+
+    /// Prepare the next request of a turn. In `compact` mode this prunes and compacts until
+    /// the request fits `target` (default: the available input), or stops typed.
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare(
+        &mut self,
+        snapshot: &InstructionSnapshot,
+        turn_start: usize,
+        round: u64,
+        target: Option<u64>,
+        trigger: Trigger,
+        state: &mut TurnState,
+        provider: &dyn Provider,
+        events: &mut dyn EventSink,
+    ) -> Result<Projection, TurnOutcome> {
+        if self.config.mode != Mode::Compact {
+            return Ok(self.project_with(snapshot, None, Some(turn_start), false).0);
+        }
+        let mut prune = false;
+        loop {
+            let checkpoint = self.session.checkpoint().cloned();
+            let (p, projected) =
+                self.project_with(snapshot, checkpoint.as_ref(), Some(turn_start), prune);
+            let budget = p.budget;
+            let target = target
+                .unwrap_or(budget.available_input)
+                .min(budget.available_input);
+            if budget.total <= target {
+                if projected > 0 {
+                    events.emit(EngineEvent::ToolOutputProjected {
+                        round,
+                        results: projected as u64,
+                    });
+                }
+                return Ok(p);
+            }
+            if !prune {
+                prune = true;
+                continue;
+            }
+            if budget.mandatory() > budget.available_input {
+                return Err(self.limit(
+                    events,
+                    REASON_MANDATORY,
+                    mandatory_detail(&budget),
+                    budget,
+                ));
+            }
+            if state.compactions >= MAX_COMPACTIONS_PER_TURN {
+                return Err(self.limit(
+                    events,
+                    "no_progress",
+                    format!(
+                        "{} compactions for this input already; the request still needs {} of {} tokens",
+                        state.compactions, budget.total, target
+                    ),
+                    budget,
+                ));
+            }
+            state.compactions += 1;
+            let outcome = self
+                .transaction(
+                    trigger,
+                    snapshot,
+                    Some(turn_start),
+                    Some(target),
+                    prune,
+                    state,
+                    provider,
+                    events,
+                )
+                .await;
+            match outcome {
+                CompactionOutcome::Compacted { .. } => continue,
+                CompactionOutcome::Unchanged { reason } => return Err(self.limit(
+                    events,
+                    REASON_EXHAUSTED,
+                    format!(
+                        "compaction changed nothing ({reason}); the request needs {} of {} tokens",
+                        budget.total, target
+                    ),
+                    budget,
+                )),
+                CompactionOutcome::Failed { reason, detail } => {
+                    return Err(self.limit(events, &reason, detail, budget))
+                }
+            }
+        }
+    }
+
+    fn limit(
+        &self,
+        events: &mut dyn EventSink,
+        reason: &str,
+        detail: String,
+        budget: BudgetBreakdown,
+    ) -> TurnOutcome {
+        let reason = if self.config.mutation == Some(Mutation::UntypedLimitReason) {
+            String::new()
+        } else {
+            reason.to_string()
+        };
+        events.emit(EngineEvent::LimitReached {
+            reason: reason.clone(),
+            detail: detail.clone(),
+            budget,
+        });
+        TurnOutcome::LimitReached {
+            reason,
+            detail,
+            budget,
+        }
+    }
+
+    /// The compaction transaction (see [`super::compaction`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn transaction(
+        &mut self,
+        trigger: Trigger,
+        snapshot: &InstructionSnapshot,
+        current_start: Option<usize>,
+        target: Option<u64>,
+        prune: bool,
+        state: &mut TurnState,
+        provider: &dyn Provider,
+        events: &mut dyn EventSink,
+    ) -> CompactionOutcome {
+        events.emit(EngineEvent::CompactionStarted {
+            trigger: trigger.as_str().into(),
+            strategy: self.strategy_name().into(),
+        });
+        let outcome = self
+            .transaction_inner(
+                trigger,
+                snapshot,
+                current_start,
+                target,
+                prune,
+                state,
+                provider,
+                events,
+            )
+            .await;
+        match &outcome {
+            CompactionOutcome::Compacted { .. } => {}
+            CompactionOutcome::Unchanged { reason } => {
+                events.emit(EngineEvent::CompactionUnchanged {
+                    trigger: trigger.as_str().into(),
+                    reason: reason.clone(),
+                })
+            }
+            CompactionOutcome::Failed { reason, detail } => {
+                events.emit(EngineEvent::CompactionFailed {
+                    trigger: trigger.as_str().into(),
+                    reason: reason.clone(),
+                    detail: detail.clone(),
+                    summarizer_calls: 0,
+                })
+            }
+        }
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn transaction_inner(
+        &mut self,
+        trigger: Trigger,
+        snapshot: &InstructionSnapshot,
+        current_start: Option<usize>,
+        target: Option<u64>,
+        prune: bool,
+        state: &mut TurnState,
+        provider: &dyn Provider,
+        events: &mut dyn EventSink,
+    ) -> CompactionOutcome {
+        let history_end = current_start.unwrap_or(self.session.entries().len());
+        let previous = self.session.checkpoint().cloned();
+        let covered = previous.as_ref().map(|c| c.covered_end()).unwrap_or(0);
+        let spans = closed_turns(self.session.turns(), covered, history_end);
+        if spans.is_empty() {
+            return if previous.is_some() {
+                CompactionOutcome::Unchanged {
+                    reason: "already_compacted".into(),
+                }
+            } else if closed_turns(self.session.turns(), 0, history_end).is_empty() {
+                CompactionOutcome::Failed {
+                    reason: "no_safe_completed_span".into(),
+                    detail: "no completed turn precedes the current one: an open turn and its \
+                             pending tool calls cannot be summarized"
+                        .into(),
+                }
+            } else {
+                CompactionOutcome::Unchanged {
+                    reason: "nothing_to_compact".into(),
+                }
+            };
+        }
+        let entries = self.session.entries().to_vec();
+        let est = self.estimator.clone();
+        let tokens = |s: usize, e: usize| -> u64 {
+            entries[s..e]
+                .iter()
+                .map(|x| est.message_tokens(&x.message, &x.hash))
+                .sum()
+        };
+        let mut candidates = tail_candidates(
+            &spans,
+            covered,
+            history_end,
+            self.config.context.recent_tail_tokens,
+            &tokens,
+        );
+        if trigger == Trigger::Manual {
+            candidates.truncate(1);
+        }
+        if candidates.is_empty() {
+            return CompactionOutcome::Unchanged {
+                reason: "already_compacted".into(),
+            };
+        }
+        let before = self
+            .project_with(snapshot, previous.as_ref(), current_start, prune)
+            .0
+            .budget
+            .total;
+        let mut tried = 0usize;
+        let mut smallest_total = None;
+        for tail_start in candidates {
+            if tried >= MAX_SUMMARIZER_CALLS_PER_TRANSACTION {
+                break;
+            }
+            if !state
+                .attempted_sources
+                .insert(source_key(&entries[..tail_start]))
+            {
+                continue;
+            }
+            tried += 1;
+            self.summarizer_calls += 1;
+            if self
+                .config
+                .faults
+                .summarizer_failures
+                .contains(&self.summarizer_calls)
+            {
+                return CompactionOutcome::Failed {
+                    reason: "summarizer_failed".into(),
+                    detail: format!(
+                        "summarizer call {} failed (injected)",
+                        self.summarizer_calls
+                    ),
+                };
+            }
+            let numbers = turn_numbers(self.session.turns(), covered, tail_start);
+            let result = self
+                .summarizer
+                .summarize(
+                    SummaryRequest {
+                        previous: previous.as_ref(),
+                        covered: &entries[covered..tail_start],
+                        first_index: covered,
+                        turn_numbers: &numbers,
+                        target_tokens: self.config.context.summary_target_tokens,
+                        redactor: &self.redactor,
+                        estimator: &self.estimator,
+                        model: &self.config.model.model,
+                    },
+                    provider,
+                )
+                .await;
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    return CompactionOutcome::Failed {
+                        reason: e.reason().into(),
+                        detail: e.to_string(),
+                    }
+                }
+            };
+            let (summary, opaque_item) = match result.content {
+                SummaryContent::Text(t) => (Some(t), None),
+                SummaryContent::Opaque(o) => (None, Some(o)),
+            };
+            if let Some(t) = &summary {
+                let limit = self.config.context.summary_target_tokens * 3 / 2 + 64;
+                let size = self.estimator.count_text(t);
+                if size > limit {
+                    return CompactionOutcome::Failed {
+                        reason: "summary_invalid".into(),
+                        detail: format!("summary of {size} tokens exceeds the bound of {limit}"),
+                    };
+                }
+            }
+            let mut cp = Checkpoint {
+                schema_version: CHECKPOINT_SCHEMA_VERSION,
+                id: String::new(),
+                strategy: self.summarizer.strategy(),
+                summarized_through: tail_start - 1,
+                source_hash: range_hash(&entries[..tail_start]),
+                retained_tail_start: tail_start,
+                retained_tail_end: history_end,
+                retained_tail_hash: range_hash(&entries[tail_start..history_end]),
+                summary,
+                opaque_item,
+                compaction_model_id: result.model_id.clone(),
+                estimated_tokens: 0,
+                source_message_count: tail_start,
+                created_at: now_rfc3339(),
+                safety_labels: SAFETY_LABELS.iter().map(|s| s.to_string()).collect(),
+                previous_id: previous.as_ref().map(|p| p.id.clone()),
+            };
+            let memory = cp.memory_message();
+            cp.estimated_tokens = self.estimator.message_tokens_uncached(&memory);
+            cp.id = cp.compute_id();
+            let after = self
+                .project_with(snapshot, Some(&cp), current_start, prune)
+                .0
+                .budget
+                .total;
+            smallest_total = Some(smallest_total.map_or(after, |s: u64| s.min(after)));
+            if let Some(target) = target {
+                if after > target {
+                    continue; // back down: fewer verbatim turns
+                }
+            }
+            let reclaimed = before.saturating_sub(after);
+            if trigger != Trigger::Manual && reclaimed < MIN_USEFUL_RECLAIM_TOKENS {
+                return CompactionOutcome::Failed {
+                    reason: "no_progress".into(),
+                    detail: format!(
+                        "the checkpoint would reclaim {reclaimed} tokens (< {MIN_USEFUL_RECLAIM_TOKENS})"
+                    ),
+                };
+            }
+            self.checkpoint_writes += 1;
+            if self
+                .config
+                .faults
+                .checkpoint_write_crashes
+                .contains(&self.checkpoint_writes)
+            {
+                self.session.crash_next_checkpoint_write();
+            }
+            let (content_hash, content_bytes) = match (&cp.summary, &cp.opaque_item) {
+                (Some(s), _) => (
+                    ctxbench_adapters::ContentHash::of_bytes(s.as_bytes()).to_hex(),
+                    s.len() as u64,
+                ),
+                (None, Some(o)) => (o.hash().to_hex(), o.data.len() as u64),
+                (None, None) => (String::new(), 0),
+            };
+            let completed = CompactionCompleted {
+                trigger: trigger.as_str().into(),
+                checkpoint_id: cp.id.clone(),
+                previous_id: cp.previous_id.clone(),
+                strategy: self.strategy_name().into(),
+                summarized_from: covered as u64,
+                summarized_through: cp.summarized_through as u64,
+                tail_start: cp.retained_tail_start as u64,
+                tail_end: cp.retained_tail_end as u64,
+                reclaimed_tokens: reclaimed,
+                summary_tokens: cp.estimated_tokens,
+                summarizer_calls: result.model_calls,
+                content_hash,
+                content_bytes,
+            };
+            let id = cp.id.clone();
+            if let Err(e) = self.session.set_checkpoint(cp) {
+                return CompactionOutcome::Failed {
+                    reason: "checkpoint_write_failed".into(),
+                    detail: e.to_string(),
+                };
+            }
+            events.emit(EngineEvent::CompactionCompleted(completed));
+            return CompactionOutcome::Compacted {
+                checkpoint_id: id,
+                reclaimed_tokens: reclaimed,
+            };
+        }
+        if tried == 0 {
+            return CompactionOutcome::Failed {
+                reason: "no_progress".into(),
+                detail: "every eligible prefix was already compacted for this input".into(),
+            };
+        }
+        CompactionOutcome::Failed {
+            reason: "does_not_fit".into(),
+            detail: format!(
+                "even with no verbatim history turns the request needs {} tokens, over the target {}",
+                smallest_total.unwrap_or(before),
+                target.unwrap_or(0)
+            ),
+        }
+    }
+
+    /// A manual `/compact` (or its dry run) between turns.
+    pub async fn compact_manual(
+        &mut self,
+        dry_run: bool,
+        provider: &dyn Provider,
+        events: &mut dyn EventSink,
+    ) -> CompactionOutcome {
+        if self.config.mode != Mode::Compact {
+            let reason = "mode_not_compact".to_string();
+            events.emit(EngineEvent::CompactionUnchanged {
+                trigger: Trigger::Manual.as_str().into(),
+                reason: reason.clone(),
+            });
+            return CompactionOutcome::Unchanged { reason };
+        }
+        let snapshot = match self.load_instructions() {
+            Ok(s) => s,
+            Err(_) => {
+                return CompactionOutcome::Failed {
+                    reason: "instructions_unreadable".into(),
+                    detail: format!("{}", self.config.instructions_path.display()),
+                }
+            }
+        };
+        if dry_run {
+            return self.preview(&snapshot, events);
+        }
+        let mut state = TurnState::default();
+        self.transaction(
+            Trigger::Manual,
+            &snapshot,
+            None,
+            None,
+            false,
+            &mut state,
+            provider,
+            events,
+        )
+        .await
+    }
+
+    fn preview(
+        &self,
+        snapshot: &InstructionSnapshot,
+        events: &mut dyn EventSink,
+    ) -> CompactionOutcome {
+        let entries = self.session.entries();
+        let end = entries.len();
+        let previous = self.session.checkpoint();
+        let covered = previous.map(|c| c.covered_end()).unwrap_or(0);
+        let spans = closed_turns(self.session.turns(), covered, end);
+        let est = self.estimator.clone();
+        let tokens = |s: usize, e: usize| -> u64 {
+            entries[s..e]
+                .iter()
+                .map(|x| est.message_tokens(&x.message, &x.hash))
+                .sum()
+        };
+        let (current, _) = self.project_with(snapshot, previous, None, false);
+        let tail_start = tail_candidates(
+            &spans,
+            covered,
+            end,
+            self.config.context.recent_tail_tokens,
+            &tokens,
+        )
+        .first()
+        .copied()
+        .unwrap_or(covered);
+        let summarized =
+            tokens(covered, tail_start) + previous.map(|c| c.estimated_tokens).unwrap_or(0);
+        let projected = current
+            .budget
+            .total
+            .saturating_sub(summarized)
+            .saturating_add(if tail_start > covered || previous.is_some() {
+                self.config.context.summary_target_tokens
+            } else {
+                0
+            });
+        events.emit(EngineEvent::CompactionPreview {
+            from: covered as u64,
+            to: tail_start as u64,
+            tail_start: tail_start as u64,
+            tail_end: end as u64,
+            current_total: current.budget.total,
+            projected_total: projected,
+            available_input: current.budget.available_input,
+        });
+        CompactionOutcome::Unchanged {
+            reason: "dry_run".into(),
+        }
+    }
+
+    async fn play_rounds(
+        &mut self,
+        snapshot: &InstructionSnapshot,
+        turn_start: usize,
+        provider: &dyn Provider,
+        tools: &mut dyn ToolExecutor,
+        events: &mut dyn EventSink,
+    ) -> TurnOutcome {
+        let mutation = self.config.mutation;
+        let mut state = TurnState::default();
+        for round in 0..MAX_ROUNDS_PER_TURN {
+            let mut attempt: u32 = 1;
+            let mut retry_reason: Option<String> = None;
+            let mut target: Option<u64> = None;
+            let mut trigger = Trigger::Automatic;
+            let response = loop {
+                let projection = match self
+                    .prepare(
+                        snapshot, turn_start, round, target, trigger, &mut state, provider, events,
+                    )
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(outcome) => {
+                        return match (attempt, outcome) {
+                            // Recovery could not make room: the overflow stands, reported.
+                            (2, TurnOutcome::LimitReached { reason, detail, .. }) => {
+                                TurnOutcome::Failed {
+                                    reason: "provider_overflow".into(),
+                                    detail: format!(
+                                        "overflow recovery failed ({reason}): {detail}"
+                                    ),
+                                }
+                            }
+                            (_, o) => o,
+                        };
+                    }
+                };
+                let budget = projection.budget;
+                events.emit(EngineEvent::Budgeted(Budgeted {
+                    round,
+                    attempt,
+                    model: self.config.model.model.clone(),
+                    window_source: self.window_source().into(),
+                    estimator: self.estimator.kind().as_str().into(),
+                    estimation_method: self.estimator.method().as_str().into(),
+                    confidence: self.estimator.confidence().as_str().into(),
+                    budget,
+                    retained_messages: projection.retained_messages,
+                    checkpoint_id: if self.config.mode == Mode::Compact {
+                        self.session.checkpoint().map(|c| c.id.clone())
+                    } else {
+                        None
+                    },
+                    instruction_hash: snapshot.hash.to_hex(),
+                    retry_reason: retry_reason.clone(),
+                }));
+                if self.config.mode == Mode::Warn {
+                    if budget.mandatory() > budget.available_input
+                        && mutation != Some(Mutation::IgnoreMandatoryLimit)
+                    {
+                        return self.limit(
+                            events,
+                            REASON_MANDATORY,
+                            mandatory_detail(&budget),
+                            budget,
+                        );
+                    }
+                    if budget.over_budget() && mutation != Some(Mutation::SilentOverBudget) {
+                        events.emit(EngineEvent::Warning {
+                            round,
+                            attempt,
+                            total: budget.total,
+                            available_input: budget.available_input,
+                            over_by: budget.total - budget.available_input,
+                        });
+                    }
+                }
+                match provider.complete(&projection.request).await {
+                    Ok(r) => {
+                        events.emit(EngineEvent::Usage {
+                            round,
+                            attempt,
+                            estimated_input: budget.total,
+                            provider_input: r.usage.input_tokens,
+                            provider_output: r.usage.output_tokens,
+                        });
+                        break r;
+                    }
+                    Err(err) => {
+                        let (limit, input_tokens, partial) = match &err {
+                            ProviderError::ContextOverflow {
+                                limit,
+                                input_tokens,
+                                partial_output,
+                                ..
+                            } => (*limit, *input_tokens, partial_output.clone()),
+                            _ => (None, None, None),
+                        };
+                        events.emit(EngineEvent::ProviderError {
+                            round,
+                            attempt,
+                            error_kind: err.kind().into(),
+                            estimated_input: budget.total,
+                            provider_limit: limit,
+                            message: err.to_string(),
+                        });
+                        match err {
+                            ProviderError::ContextOverflow { .. } if partial.is_some() => {
+                                return TurnOutcome::Failed {
+                                    reason: "provider_overflow_after_output".into(),
+                                    detail: format!(
+                                        "{err}; visible output was produced, so the attempt is not retried"
+                                    ),
+                                };
+                            }
+                            ProviderError::ContextOverflow { .. }
+                                if self.config.mode == Mode::Compact
+                                    && attempt == 1
+                                    && !state.overflow_recovered =>
+                            {
+                                // One recovery per input: compact to a target scaled by how
+                                // much the provider counted over our estimate, then retry the
+                                // same admitted input (it is not appended again).
+                                state.overflow_recovered = true;
+                                let provider_count =
+                                    input_tokens.unwrap_or(budget.total + budget.total / 10);
+                                let ratio = (provider_count as f64 / budget.total.max(1) as f64)
+                                    .max(1.0)
+                                    + 0.02;
+                                target = Some((budget.available_input as f64 / ratio) as u64);
+                                trigger = Trigger::Overflow;
+                                attempt = 2;
+                                retry_reason = Some("provider_overflow".into());
+                                continue;
+                            }
+                            ProviderError::ContextOverflow { .. } => {
+                                return TurnOutcome::Failed {
+                                    reason: "provider_overflow".into(),
+                                    detail: format!(
+                                        "{err} (estimated input {} of {} available; attempt {attempt})",
+                                        budget.total, budget.available_input
+                                    ),
+                                };
+                            }
+                            ProviderError::Rejected { .. } => {
+                                return TurnOutcome::Failed {
+                                    reason: "provider_rejected".into(),
+                                    detail: err.to_string(),
+                                }
+                            }
+                            other => {
+                                return TurnOutcome::Errored {
+                                    detail: other.to_string(),
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            let message = response.message;
+            let calls = message.tool_calls.clone();
+            let text = message.content.clone();
+            if let Err(e) = self.session.append(message) {
+                return TurnOutcome::Errored {
+                    detail: e.to_string(),
+                };
+            }
+            if calls.is_empty() {
+                return TurnOutcome::Completed { reply: text };
+            }
+            for call in &calls {
+                let out = tools.execute(call);
+                if let Err(e) = self
+                    .session
+                    .append(Message::tool_result(call.id.clone(), out.content))
+                {
+                    return TurnOutcome::Errored {
+                        detail: e.to_string(),
+                    };
+                }
+            }
+        }
+        TurnOutcome::Failed {
+            reason: "round_limit".into(),
+            detail: format!("the model kept calling tools for {MAX_ROUNDS_PER_TURN} rounds"),
+        }
+    }
 }
 
-fn check_mode(mode: Mode) -> Result<(), EngineError> {
-    if mode == Mode::Compact {
-        return Err(EngineError::Unsupported(
-            "mode `compact` is not available in this build yet: the compaction engine \
-             (issue #3) has not landed; run `--modes off,warn`"
-                .into(),
-        ));
-    }
-    Ok(())
+fn mandatory_detail(budget: &BudgetBreakdown) -> String {
+    format!(
+        "mandatory context needs {} tokens (instructions {}, current request {}, tool schemas {}, \
+         continuation {}, framing {}) but only {} are available (window {} − reserve {})",
+        budget.mandatory(),
+        budget.instructions,
+        budget.current_request,
+        budget.tool_schemas,
+        budget.continuation,
+        budget.framing,
+        budget.available_input,
+        budget.window,
+        budget.reserve
+    )
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 #[async_trait::async_trait]
@@ -116,16 +944,9 @@ impl SystemUnderTest for ReferenceEngine {
             events,
         } = io;
         // Reload and freeze the instructions for this run.
-        let snapshot = match InstructionSnapshot::load(&self.config.instructions_path) {
+        let snapshot = match self.load_instructions() {
             Ok(s) => s,
-            Err(e) => {
-                return TurnOutcome::Errored {
-                    detail: format!(
-                        "instruction file {}: {e}",
-                        self.config.instructions_path.display()
-                    ),
-                }
-            }
+            Err(o) => return o,
         };
         events.emit(EngineEvent::RunStarted {
             mode: self.config.mode.as_str().into(),
@@ -158,6 +979,10 @@ impl SystemUnderTest for ReferenceEngine {
         outcome
     }
 
+    async fn compact(&mut self, dry_run: bool, io: TurnIo<'_>) -> CompactionOutcome {
+        self.compact_manual(dry_run, io.provider, io.events).await
+    }
+
     fn restart(&mut self, events: &mut dyn EventSink) -> Result<(), EngineError> {
         // Drop everything held in memory, including the estimator cache, and reload.
         let session = Session::open(&self.config.session_dir)?;
@@ -167,6 +992,15 @@ impl SystemUnderTest for ReferenceEngine {
             messages: self.session.entries().len() as u64,
             transcript_hash: self.session.chain_head().to_hex(),
         });
+        match self.session.opened_checkpoint() {
+            StoredCheckpoint::None => {}
+            StoredCheckpoint::Valid(c) => events.emit(EngineEvent::CheckpointReused {
+                checkpoint_id: c.id.clone(),
+            }),
+            StoredCheckpoint::Rejected(reason) => events.emit(EngineEvent::CheckpointRejected {
+                reason: reason.clone(),
+            }),
+        }
         Ok(())
     }
 
@@ -180,173 +1014,6 @@ impl SystemUnderTest for ReferenceEngine {
 
     fn transcript_hash(&self) -> String {
         self.session.chain_head().to_hex()
-    }
-}
-
-impl ReferenceEngine {
-    async fn play_rounds(
-        &mut self,
-        snapshot: &InstructionSnapshot,
-        turn_start: usize,
-        provider: &dyn ctxbench_adapters::Provider,
-        tools: &mut dyn super::ToolExecutor,
-        events: &mut dyn EventSink,
-    ) -> TurnOutcome {
-        let requested_output = self.requested_output();
-        let mutation = self.config.mutation;
-        let no_instructions = InstructionSnapshot::of(String::new());
-        let snapshot = if mutation == Some(Mutation::DropInstructions) {
-            &no_instructions
-        } else {
-            snapshot
-        };
-        for round in 0..MAX_ROUNDS_PER_TURN {
-            let attempt = 1;
-            let entries = self.session.entries();
-            let projection = project(
-                &ProjectionInput {
-                    instructions: snapshot,
-                    memory: None,
-                    history: if mutation == Some(Mutation::DropHistory) {
-                        &[]
-                    } else {
-                        &entries[..turn_start]
-                    },
-                    current: &entries[turn_start..],
-                    tools: &self.config.tools,
-                    model: &self.config.model.model,
-                    window: self.config.model.context_window,
-                    requested_output,
-                    buffer: self.config.context.buffer_tokens,
-                },
-                &self.estimator,
-            );
-            let budget = projection.budget;
-            events.emit(EngineEvent::Budgeted(Budgeted {
-                round,
-                attempt,
-                model: self.config.model.model.clone(),
-                window_source: self.window_source().into(),
-                estimator: self.estimator.kind().as_str().into(),
-                estimation_method: self.estimator.method().as_str().into(),
-                confidence: self.estimator.confidence().as_str().into(),
-                budget,
-                retained_messages: projection.retained_messages,
-                checkpoint_id: None,
-                instruction_hash: snapshot.hash.to_hex(),
-                retry_reason: None,
-            }));
-            if self.config.mode == Mode::Warn {
-                if budget.mandatory() > budget.available_input
-                    && mutation != Some(Mutation::IgnoreMandatoryLimit)
-                {
-                    let detail = format!(
-                        "mandatory context needs {} tokens (instructions {}, current request {}, \
-                         tool schemas {}, continuation {}, framing {}) but only {} are available \
-                         (window {} − reserve {})",
-                        budget.mandatory(),
-                        budget.instructions,
-                        budget.current_request,
-                        budget.tool_schemas,
-                        budget.continuation,
-                        budget.framing,
-                        budget.available_input,
-                        budget.window,
-                        budget.reserve
-                    );
-                    let reason = if mutation == Some(Mutation::UntypedLimitReason) {
-                        String::new()
-                    } else {
-                        REASON_MANDATORY.to_string()
-                    };
-                    events.emit(EngineEvent::LimitReached {
-                        reason: reason.clone(),
-                        detail: detail.clone(),
-                        budget,
-                    });
-                    return TurnOutcome::LimitReached {
-                        reason,
-                        detail,
-                        budget,
-                    };
-                }
-                if budget.over_budget() && mutation != Some(Mutation::SilentOverBudget) {
-                    events.emit(EngineEvent::Warning {
-                        round,
-                        attempt,
-                        total: budget.total,
-                        available_input: budget.available_input,
-                        over_by: budget.total - budget.available_input,
-                    });
-                }
-            }
-            let response = match provider.complete(&projection.request).await {
-                Ok(r) => r,
-                Err(err) => {
-                    let limit = match &err {
-                        ProviderError::ContextOverflow { limit, .. } => *limit,
-                        _ => None,
-                    };
-                    events.emit(EngineEvent::ProviderError {
-                        round,
-                        attempt,
-                        error_kind: err.kind().into(),
-                        estimated_input: budget.total,
-                        provider_limit: limit,
-                        message: err.to_string(),
-                    });
-                    return match err {
-                        ProviderError::ContextOverflow { .. } => TurnOutcome::Failed {
-                            reason: "provider_overflow".into(),
-                            detail: format!(
-                                "{err} (estimated input {} of {} available)",
-                                budget.total, budget.available_input
-                            ),
-                        },
-                        ProviderError::Rejected { .. } => TurnOutcome::Failed {
-                            reason: "provider_rejected".into(),
-                            detail: err.to_string(),
-                        },
-                        other => TurnOutcome::Errored {
-                            detail: other.to_string(),
-                        },
-                    };
-                }
-            };
-            events.emit(EngineEvent::Usage {
-                round,
-                attempt,
-                estimated_input: budget.total,
-                provider_input: response.usage.input_tokens,
-                provider_output: response.usage.output_tokens,
-            });
-            let message = response.message;
-            let calls = message.tool_calls.clone();
-            let text = message.content.clone();
-            if let Err(e) = self.session.append(message) {
-                return TurnOutcome::Errored {
-                    detail: e.to_string(),
-                };
-            }
-            if calls.is_empty() {
-                return TurnOutcome::Completed { reply: text };
-            }
-            for call in &calls {
-                let out = tools.execute(call);
-                if let Err(e) = self
-                    .session
-                    .append(Message::tool_result(call.id.clone(), out.content))
-                {
-                    return TurnOutcome::Errored {
-                        detail: e.to_string(),
-                    };
-                }
-            }
-        }
-        TurnOutcome::Failed {
-            reason: "round_limit".into(),
-            detail: format!("the model kept calling tools for {MAX_ROUNDS_PER_TURN} rounds"),
-        }
     }
 }
 
@@ -395,6 +1062,8 @@ mod tests {
             }],
             instructions_path: dir.join("AGENTS.md"),
             session_dir: dir.join("session"),
+            redact: Vec::new(),
+            faults: EngineFaults::default(),
             mutation: None,
         })
         .unwrap()
@@ -502,21 +1171,5 @@ mod tests {
             events.0.last(),
             Some(EngineEvent::SessionRestored { messages: 2, .. })
         ));
-    }
-
-    #[test]
-    fn compact_is_refused_until_it_exists() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("AGENTS.md"), "x").unwrap();
-        let r = ReferenceEngine::create(EngineConfig {
-            mode: Mode::Compact,
-            model: lookup("fake-16k"),
-            context: ContextConfig::default(),
-            tools: Vec::new(),
-            instructions_path: dir.path().join("AGENTS.md"),
-            session_dir: dir.path().join("session"),
-            mutation: None,
-        });
-        assert!(matches!(r, Err(EngineError::Unsupported(_))));
     }
 }

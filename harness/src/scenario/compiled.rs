@@ -61,6 +61,8 @@ pub struct ContextConfig {
     pub recent_tail_tokens: u64,
     /// Target size of a checkpoint summary (compact mode).
     pub summary_target_tokens: u64,
+    /// Checkpoint strategy (compact mode).
+    pub strategy: SummaryStrategy,
 }
 
 impl Default for ContextConfig {
@@ -71,6 +73,7 @@ impl Default for ContextConfig {
             buffer_tokens: 8192,
             recent_tail_tokens: 12000,
             summary_target_tokens: 1200,
+            strategy: SummaryStrategy::Extractive,
         }
     }
 }
@@ -106,7 +109,9 @@ pub enum AnswerCheck {
     Abstain,
 }
 
-/// A fault to inject.
+/// A fault to inject. Provider faults reach only the fake provider; engine faults are
+/// infrastructure hooks (a summarizer that throws, a crash mid-write) handed to the engine
+/// as a test harness would — never answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Fault {
@@ -115,6 +120,114 @@ pub enum Fault {
         /// 1-based request number within the trial.
         at_request: u64,
     },
+    /// The provider streams some assistant text, then fails the N-th request with a context
+    /// overflow: visible output exists, so the engine must not retry.
+    OverflowAfterPartialOutput {
+        /// 1-based request number within the trial.
+        at_request: u64,
+    },
+    /// The N-th summarizer call (1-based, within the trial) fails.
+    SummarizerFailure {
+        /// 1-based summarizer call number.
+        at_compaction: u64,
+    },
+    /// The process "crashes" while writing the N-th checkpoint (1-based): the write is torn
+    /// and the engine must keep the previous valid state.
+    CrashDuringCheckpointWrite {
+        /// 1-based checkpoint write number.
+        at_compaction: u64,
+    },
+    /// A defect in the provider's model-generated summaries (the `model` strategy).
+    SummaryDefect {
+        /// Which defect.
+        defect: SummaryDefect,
+    },
+}
+
+impl Fault {
+    /// The 1-based request number of a provider fault (the only faults the fake provider
+    /// injects by request); `None` for engine faults and summary defects.
+    pub fn provider_request(&self) -> Option<u64> {
+        match self {
+            Fault::ProviderOverflow { at_request }
+            | Fault::OverflowAfterPartialOutput { at_request } => Some(*at_request),
+            _ => None,
+        }
+    }
+
+    /// Whether the engine's infrastructure (not the fake provider) injects this fault: a
+    /// summarizer failure or a crash during a checkpoint write. The driver hands these to the
+    /// engine; every other fault reaches only the fake provider through [`Instance::fake`].
+    pub fn is_engine_fault(&self) -> bool {
+        matches!(
+            self,
+            Fault::SummarizerFailure { .. } | Fault::CrashDuringCheckpointWrite { .. }
+        )
+    }
+}
+
+impl Scenario {
+    /// The faults the driver hands to the engine (see [`Fault::is_engine_fault`]).
+    pub fn engine_faults(&self) -> Vec<Fault> {
+        self.faults
+            .iter()
+            .filter(|f| f.is_engine_fault())
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the (fake) provider offers provider-native compaction: the scenario's
+    /// `provider: {native_compaction: true}`, recorded in [`Scenario::model`] as
+    /// [`NativeCompaction::OpaqueProviderItem`](ctxbench_adapters::capabilities::NativeCompaction).
+    pub fn native_compaction(&self) -> bool {
+        self.model.native_compaction
+            == ctxbench_adapters::capabilities::NativeCompaction::OpaqueProviderItem
+    }
+}
+
+/// Defects a model-generated summary can have (PRODUCT.md, fake provider item 6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SummaryDefect {
+    /// Leave this fact out of the summary.
+    DropFact {
+        /// Fact id.
+        fact: String,
+    },
+    /// Add a constraint that was never stated.
+    InventConstraint {
+        /// The invented sentence.
+        text: String,
+    },
+    /// Carry an approval/authority claim from history into the summary.
+    CarryApproval,
+    /// Stop mid-sentence as if the output allowance ran out.
+    Truncate,
+}
+
+/// How the engine builds a checkpoint (seed 000 §Checkpoint schema, "strategy").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryStrategy {
+    /// Deterministic, redacted extractive summary; no model call (the default).
+    #[default]
+    Extractive,
+    /// A summarization request through the provider, validated before use.
+    Model,
+    /// The provider's own opaque compaction item, when it offers one.
+    Native,
+}
+
+/// What `corrupt_checkpoint` does to the persisted checkpoint before a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Corruption {
+    /// Overwrite the session snapshot's checkpoint with bytes that do not parse.
+    Garbage,
+    /// Keep the checkpoint but change its source hash, as after a manual transcript repair.
+    StaleSource,
+    /// Make its summarized range extend beyond the transcript.
+    OutOfRange,
 }
 
 /// What the graders check.
@@ -165,6 +278,18 @@ pub enum Step {
     EditInstructions {
         /// The new full instruction text.
         text: String,
+    },
+    /// A manual compact command (`/compact`); `dry_run` previews the eligible range and
+    /// projected budget without a model call or a write.
+    Compact {
+        /// Preview only.
+        dry_run: bool,
+    },
+    /// Damage the persisted checkpoint (test fixture for the recovery scenario); the next
+    /// restart must reject it and rebuild from the transcript.
+    CorruptCheckpoint {
+        /// How.
+        how: Corruption,
     },
 }
 

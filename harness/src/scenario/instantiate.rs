@@ -6,10 +6,11 @@
 //! the filler of unrelated steps, and no mode or wall-clock input is involved — the same
 //! seed gives byte-identical steps in every mode.
 
+use ctxbench_adapters::fake::script::FakeSummaryDefect;
 use ctxbench_adapters::fake::{FakeFact, FakeFault, FakeReply, FakeScript, FakeToolCall, FakeTurn};
 use serde_json::{Map, Value};
 
-use super::compiled::{Fault, Instance, Scenario, ScriptedCall, Step, Turn};
+use super::compiled::{Fault, Instance, Scenario, ScriptedCall, Step, SummaryDefect, Turn};
 use super::generate;
 use super::model::{ArgValue, Content, InstructionEdit, ScriptStep};
 use super::template::{Piece, Template};
@@ -138,6 +139,14 @@ impl Expander<'_> {
                     self.instructions = text.clone();
                     self.steps.push(Step::EditInstructions { text });
                 }
+                ScriptStep::Compact { dry_run } => {
+                    self.close();
+                    self.steps.push(Step::Compact { dry_run: *dry_run });
+                }
+                ScriptStep::CorruptCheckpoint(how) => {
+                    self.close();
+                    self.steps.push(Step::CorruptCheckpoint { how: *how });
+                }
                 ScriptStep::Repeat { times, steps } => {
                     for r in 0..*times {
                         self.walk(steps, &format!("{key}.{r}"), Some(r));
@@ -207,7 +216,10 @@ impl Expander<'_> {
 }
 
 /// What the fake provider plays: one [`FakeTurn`] per turn (tool rounds, then the final
-/// text or the probe), every fact with all its statements, and the faults.
+/// text or the probe), every fact with all its statements, the provider faults, the
+/// summary defects and whether it offers native compaction. Engine faults (summarizer
+/// failure, crash during a checkpoint write) are not the provider's: they stay in
+/// [`Scenario::faults`] for the driver to hand to the engine.
 fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
     let turns = steps
         .iter()
@@ -255,11 +267,37 @@ fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
         faults: scenario
             .faults
             .iter()
-            .map(|f| match f {
-                Fault::ProviderOverflow { at_request } => FakeFault::OverflowAtRequest {
+            .filter_map(|f| match f {
+                Fault::ProviderOverflow { at_request } => Some(FakeFault::OverflowAtRequest {
                     request: *at_request,
-                },
+                }),
+                Fault::OverflowAfterPartialOutput { at_request } => {
+                    Some(FakeFault::OverflowAfterPartialOutput {
+                        request: *at_request,
+                    })
+                }
+                Fault::SummarizerFailure { .. }
+                | Fault::CrashDuringCheckpointWrite { .. }
+                | Fault::SummaryDefect { .. } => None,
             })
             .collect(),
+        summary_defects: scenario
+            .faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::SummaryDefect { defect } => Some(match defect {
+                    SummaryDefect::DropFact { fact } => {
+                        FakeSummaryDefect::DropFact { fact: fact.clone() }
+                    }
+                    SummaryDefect::InventConstraint { text } => {
+                        FakeSummaryDefect::InventConstraint { text: text.clone() }
+                    }
+                    SummaryDefect::CarryApproval => FakeSummaryDefect::CarryApproval,
+                    SummaryDefect::Truncate => FakeSummaryDefect::Truncate,
+                }),
+                _ => None,
+            })
+            .collect(),
+        native_compaction: scenario.native_compaction(),
     }
 }

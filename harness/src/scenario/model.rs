@@ -4,6 +4,7 @@
 //! Every reference in here has been checked at load time (facts exist, tools exist, repeat
 //! counts are bounded, turn grouping is valid), so instantiation cannot fail.
 
+use super::compiled::Corruption;
 use super::template::{FillerKind, Template};
 
 /// A text: literal with placeholders, or generated filler.
@@ -63,6 +64,10 @@ pub(crate) enum ScriptStep {
     Restart,
     /// Change the instruction file.
     EditInstructions(InstructionEdit),
+    /// A manual compact command; `dry_run` only previews.
+    Compact { dry_run: bool },
+    /// Damage the persisted checkpoint before a later restart.
+    CorruptCheckpoint(Corruption),
     /// `times` copies of `steps`; `{i}` inside is the 1-based copy number.
     Repeat { times: u64, steps: Vec<ScriptStep> },
 }

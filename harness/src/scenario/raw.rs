@@ -15,6 +15,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_saphyr::Spanned;
 
+use super::compiled::{Corruption, SummaryStrategy};
 use super::template::FillerKind;
 use crate::mode::Mode;
 
@@ -31,6 +32,7 @@ pub(crate) struct RawScenario {
     pub(crate) modes: Option<Spanned<Vec<Spanned<Mode>>>>,
     pub(crate) model: Spanned<RawModel>,
     pub(crate) context: Option<Spanned<RawContext>>,
+    pub(crate) provider: Option<Spanned<RawProvider>>,
     pub(crate) instructions: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) tools: Vec<Spanned<RawTool>>,
@@ -64,6 +66,14 @@ pub(crate) struct RawContext {
     pub(crate) buffer_tokens: Option<Spanned<i64>>,
     pub(crate) recent_tail_tokens: Option<Spanned<i64>>,
     pub(crate) summary_target_tokens: Option<Spanned<i64>>,
+    pub(crate) strategy: Option<Spanned<SummaryStrategy>>,
+}
+
+/// `provider:` — properties of the (fake) provider the scenario is played against.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) native_compaction: Option<Spanned<bool>>,
 }
 
 /// One `tools:` entry: a literal tool (`name`, `description`, `parameters`) or
@@ -122,6 +132,9 @@ pub(crate) struct RawStep {
     #[serde(default, deserialize_with = "present")]
     pub(crate) restart: Option<Spanned<Empty>>,
     pub(crate) edit_instructions: Option<Spanned<RawEdit>>,
+    #[serde(default, deserialize_with = "present_compact")]
+    pub(crate) compact: Option<Spanned<RawCompact>>,
+    pub(crate) corrupt_checkpoint: Option<Spanned<Corruption>>,
     pub(crate) repeat: Option<Spanned<i64>>,
     pub(crate) steps: Option<Spanned<Vec<Spanned<RawStep>>>>,
 }
@@ -148,6 +161,12 @@ impl RawStep {
         if self.edit_instructions.is_some() {
             k.push("edit_instructions");
         }
+        if self.compact.is_some() {
+            k.push("compact");
+        }
+        if self.corrupt_checkpoint.is_some() {
+            k.push("corrupt_checkpoint");
+        }
         if self.repeat.is_some() {
             k.push("repeat");
         }
@@ -159,6 +178,55 @@ impl RawStep {
 /// absent).
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Spanned<Empty>>, D::Error> {
     Spanned::<Empty>::deserialize(d).map(Some)
+}
+
+/// Makes `compact:` with a null value count as present, like `restart:`.
+fn present_compact<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Spanned<RawCompact>>, D::Error> {
+    Spanned::<RawCompact>::deserialize(d).map(Some)
+}
+
+/// `compact:` — `{}` (or nothing) for a manual compact, `{dry_run: true}` for a preview.
+#[derive(Debug, Default)]
+pub(crate) struct RawCompact {
+    pub(crate) dry_run: bool,
+}
+
+impl<'de> Deserialize<'de> for RawCompact {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawCompact;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`compact: {}` or `compact: {dry_run: true}`")
+            }
+            fn visit_unit<E>(self) -> Result<RawCompact, E> {
+                Ok(RawCompact::default())
+            }
+            fn visit_none<E>(self) -> Result<RawCompact, E> {
+                Ok(RawCompact::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawCompact, A::Error> {
+                let mut out = RawCompact::default();
+                let mut seen = false;
+                while let Some(k) = map.next_key::<String>()? {
+                    if k != "dry_run" {
+                        return Err(de::Error::custom(format!(
+                            "unknown field `{k}` of `compact`, expected `compact: {{}}` or `compact: {{dry_run: true}}`"
+                        )));
+                    }
+                    if seen {
+                        return Err(de::Error::custom("duplicate field `dry_run`"));
+                    }
+                    seen = true;
+                    out.dry_run = map.next_value::<bool>()?;
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A value that must be empty: `{}` or nothing.
@@ -268,12 +336,20 @@ impl<'de> Deserialize<'de> for RawContent {
     }
 }
 
-/// One `faults:` entry.
+/// One `faults:` entry. Every shape's keys are optional here; which combination is valid
+/// (exactly one of `provider`, `summarizer`, `checkpoint_write`, `summary`, with its own
+/// companion key) is checked after parsing so the error can name the offending keys.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFault {
-    pub(crate) at_request: Spanned<i64>,
-    pub(crate) provider: Spanned<RawProviderFault>,
+    pub(crate) at_request: Option<Spanned<i64>>,
+    pub(crate) provider: Option<Spanned<RawProviderFault>>,
+    pub(crate) at_compaction: Option<Spanned<i64>>,
+    pub(crate) summarizer: Option<Spanned<RawSummarizerFault>>,
+    pub(crate) checkpoint_write: Option<Spanned<RawCheckpointFault>>,
+    pub(crate) summary: Option<Spanned<RawSummaryDefect>>,
+    pub(crate) fact: Option<Spanned<String>>,
+    pub(crate) text: Option<Spanned<String>>,
 }
 
 /// What the provider does at the faulty request.
@@ -281,6 +357,31 @@ pub(crate) struct RawFault {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum RawProviderFault {
     Overflow,
+    OverflowAfterPartialOutput,
+}
+
+/// What the summarizer does at the faulty call.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawSummarizerFault {
+    Fail,
+}
+
+/// What happens at the faulty checkpoint write.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawCheckpointFault {
+    Crash,
+}
+
+/// A defect of the provider's model-generated summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawSummaryDefect {
+    DropFact,
+    InventConstraint,
+    CarryApproval,
+    Truncate,
 }
 
 /// `expect:` — graders and the terminal outcome.

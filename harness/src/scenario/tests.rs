@@ -89,6 +89,20 @@ fn builtin_suite_loads() {
         "long-recall",
         "schema-pressure",
         "schema-pressure-unfit",
+        "hostile-history",
+        "overflow-retry",
+        "overflow-twice",
+        "overflow-partial",
+        "tool-pressure",
+        "recovery",
+        "failure-reason",
+        "thrash-guard",
+        "turn-atomicity",
+        "oversized-newest-turn",
+        "archive-refs",
+        "model-summary",
+        "model-summary-defects",
+        "native-compaction",
     ] {
         assert!(ids.contains(&want), "{want} missing from {ids:?}");
     }
@@ -116,7 +130,20 @@ fn docs_example_loads_and_reference_covers_every_key() {
     let s = load_file(&repo_root().join("docs/example.yaml")).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(s.tools.len(), 42);
     assert_eq!(s.secrets, vec!["sk-test-9f8e7d6c5b4a".to_string()]);
-    assert_eq!(s.faults, vec![Fault::ProviderOverflow { at_request: 57 }]);
+    assert_eq!(
+        s.faults,
+        vec![
+            Fault::ProviderOverflow { at_request: 57 },
+            Fault::CrashDuringCheckpointWrite { at_compaction: 3 }
+        ]
+    );
+    assert_eq!(s.context.strategy, SummaryStrategy::Extractive);
+    assert!(!s.native_compaction());
+    let inst = s.instantiate(0, &words);
+    assert!(inst.steps.contains(&Step::Compact { dry_run: true }));
+    assert!(inst.steps.contains(&Step::CorruptCheckpoint {
+        how: Corruption::StaleSource
+    }));
     assert_eq!(s.expect.graders[2].modes, vec![Mode::Warn, Mode::Compact]);
     let doc = std::fs::read_to_string(repo_root().join("docs/scenario-format.md")).unwrap();
     for key in [
@@ -136,6 +163,10 @@ fn docs_example_loads_and_reference_covers_every_key() {
         "buffer_tokens",
         "recent_tail_tokens",
         "summary_target_tokens",
+        "strategy",
+        "extractive",
+        "native",
+        "native_compaction",
         "instructions",
         "tools",
         "name",
@@ -169,6 +200,12 @@ fn docs_example_loads_and_reference_covers_every_key() {
         "probe",
         "restart",
         "edit_instructions",
+        "compact",
+        "dry_run",
+        "corrupt_checkpoint",
+        "garbage",
+        "stale_source",
+        "out_of_range",
         "set",
         "append",
         "repeat",
@@ -177,6 +214,19 @@ fn docs_example_loads_and_reference_covers_every_key() {
         "at_request",
         "provider",
         "overflow",
+        "overflow_after_partial_output",
+        "at_compaction",
+        "summarizer",
+        "fail",
+        "checkpoint_write",
+        "crash",
+        "summary",
+        "drop_fact",
+        "fact",
+        "invent_constraint",
+        "text",
+        "carry_approval",
+        "truncate",
         "graders",
         "params",
         "outcome",
@@ -1038,4 +1088,396 @@ script:
     let expected =
         format!("{base}expect:\n  outcome: {{limit_reached: {{before_provider_call: true}}}}\n");
     super::load_str("small.yaml", &expected).expect("a scenario about the stop is valid");
+}
+
+// ---------------------------------------------------------------- compact-mode additions
+
+/// `yaml` with a `model` strategy, so summary defects are accepted.
+fn model_yaml(facts: &str, script: &str, extra: &str) -> String {
+    yaml(
+        facts,
+        script,
+        &format!("context: {{strategy: model}}\n{extra}"),
+    )
+}
+
+#[test]
+fn strategy_and_provider_native_compaction() {
+    let base = yaml(DB_FACT, "  - user: '{fact:db}'", "");
+    let s = load(&base).unwrap();
+    assert_eq!(s.context.strategy, SummaryStrategy::Extractive);
+    assert!(!s.native_compaction());
+    assert!(!s.instantiate(0, &words).fake.native_compaction);
+    for (name, want) in [
+        ("extractive", SummaryStrategy::Extractive),
+        ("model", SummaryStrategy::Model),
+        ("native", SummaryStrategy::Native),
+    ] {
+        let s = load(&format!("{base}context: {{strategy: {name}}}\n")).unwrap();
+        assert_eq!(s.context.strategy, want);
+        // The other context keys keep their defaults.
+        assert_eq!(
+            s.context.recent_tail_tokens,
+            ContextConfig::default().recent_tail_tokens
+        );
+    }
+    let d = one_error(
+        &format!("{base}context: {{strategy: abstractive}}\n"),
+        "unknown variant `abstractive`",
+    );
+    assert!(d.expected.unwrap().contains("extractive"));
+
+    let s = load(&format!(
+        "{base}context: {{strategy: native}}\nprovider: {{native_compaction: true}}\n"
+    ))
+    .unwrap();
+    assert!(s.native_compaction());
+    assert_eq!(
+        s.model.native_compaction,
+        ctxbench_adapters::capabilities::NativeCompaction::OpaqueProviderItem
+    );
+    assert!(s.instantiate(0, &words).fake.native_compaction);
+    // Also with a capability-table model; `false` keeps it off.
+    let cap = "id: c\nmodel: {capability: fake-32k}\nscript:\n  - user: hi\n";
+    assert!(
+        load(&format!("{cap}provider: {{native_compaction: true}}\n"))
+            .unwrap()
+            .native_compaction()
+    );
+    assert!(
+        !load(&format!("{cap}provider: {{native_compaction: false}}\n"))
+            .unwrap()
+            .native_compaction()
+    );
+    assert!(!load(&format!("{cap}provider: {{}}\n"))
+        .unwrap()
+        .native_compaction());
+    // Strict: unknown keys and non-booleans are errors.
+    let d = one_error(
+        &format!("{base}provider: {{native_compation: true}}\n"),
+        "unknown field `native_compation`",
+    );
+    assert!(d.line.is_some());
+    one_error(
+        &format!("{base}provider: {{native_compaction: yes}}\n"),
+        "bool",
+    );
+}
+
+#[test]
+fn compact_and_corrupt_checkpoint_steps() {
+    let script = "  - user: '{fact:db}'\n  - compact: {}\n  - user: two\n  - tool_calls:\n      - {call: {name: read_file}, result: r}\n  - compact:\n  - compact: {dry_run: true}\n  - compact: {dry_run: false}\n  - user: three\n  - corrupt_checkpoint: garbage\n  - corrupt_checkpoint: out_of_range\n  - restart: {}\n  - corrupt_checkpoint: stale_source\n  - restart:\n  - probe: [db]";
+    let s = load(&yaml(DB_FACT, script, "")).unwrap();
+    let inst = s.instantiate(0, &words);
+    let kinds: Vec<String> = inst
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Turn(t) if t.probe.is_some() => "probe".to_string(),
+            Step::Turn(t) => format!("turn:{}", t.user),
+            Step::Compact { dry_run } => format!("compact:{dry_run}"),
+            Step::CorruptCheckpoint { how } => format!("corrupt:{how:?}"),
+            Step::Restart => "restart".to_string(),
+            Step::EditInstructions { .. } => "edit".to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn:Use PostgreSQL.",
+            "compact:false",
+            "turn:two",
+            "compact:false",
+            "compact:true",
+            "compact:false",
+            "turn:three",
+            "corrupt:Garbage",
+            "corrupt:OutOfRange",
+            "restart",
+            "corrupt:StaleSource",
+            "restart",
+            "probe",
+        ]
+    );
+    // The turn closed by `compact` keeps its tool round; the fake provider sees 4 turns.
+    assert_eq!(turns(&inst)[1].tool_rounds.len(), 1);
+    assert_eq!(inst.fake.turns.len(), 4);
+}
+
+#[test]
+fn compact_and_corrupt_checkpoint_shape_errors() {
+    let s = |script: &str| yaml(DB_FACT, &format!("  - user: '{{fact:db}}'\n{script}"), "");
+    let d = one_error(
+        &s("  - compact: {force: true}"),
+        "unknown field `force` of `compact`",
+    );
+    assert!(d.line.is_some());
+    one_error(&s("  - compact: {dry_run: maybe}"), "bool");
+    one_error(&s("  - compact: now"), "`compact: {}`");
+    let d = one_error(
+        &s("  - corrupt_checkpoint: shred\n  - restart: {}"),
+        "unknown variant `shred`",
+    );
+    assert!(d.expected.unwrap().contains("stale_source"));
+    one_error(
+        &s("  - compact: {}\n    user: hi"),
+        "several kinds: `user`, `compact`",
+    );
+    // Both close the turn: a tool round after them has no open turn.
+    one_error(
+        &s("  - compact: {}\n  - tool_calls:\n      - {call: {name: read_file}, result: r}"),
+        "`tool_calls` outside a turn",
+    );
+    let d = one_error(
+        &s("  - corrupt_checkpoint: garbage\n  - restart: {}\n  - corrupt_checkpoint: garbage\n  - assistant: a"),
+        "`assistant` outside a turn",
+    );
+    assert!(d.expected.unwrap().contains("`corrupt_checkpoint`"));
+}
+
+#[test]
+fn corrupt_checkpoint_needs_a_later_restart() {
+    let s = |script: &str| yaml(DB_FACT, &format!("  - user: '{{fact:db}}'\n{script}"), "");
+    let t = s("  - restart: {}\n  - corrupt_checkpoint: garbage\n  - user: more");
+    let d = one_error(&t, "`corrupt_checkpoint` is not followed by a `restart`");
+    let line = t
+        .lines()
+        .position(|l| l.contains("corrupt_checkpoint"))
+        .unwrap()
+        + 1;
+    assert_eq!(d.line, Some(line));
+    // In a repeat body: a restart after it (in the body or after the block) is enough…
+    load(&s(
+        "  - repeat: 3\n    steps:\n      - corrupt_checkpoint: stale_source\n      - restart: {}",
+    ))
+    .unwrap();
+    load(&s("  - repeat: 3\n    steps:\n      - user: u{i}\n      - corrupt_checkpoint: stale_source\n  - restart: {}")).unwrap();
+    // …but a restart only before it leaves the last copy without one.
+    one_error(
+        &s("  - repeat: 3\n    steps:\n      - restart: {}\n      - corrupt_checkpoint: stale_source"),
+        "is not followed by a `restart`",
+    );
+}
+
+#[test]
+fn every_fault_shape_loads_and_reaches_the_right_consumer() {
+    let faults = "faults:\n  - {at_request: 3, provider: overflow}\n  - {at_request: 4, provider: overflow_after_partial_output}\n  - {at_compaction: 1, summarizer: fail}\n  - {at_compaction: 1, checkpoint_write: crash}\n  - {summary: drop_fact, fact: db}\n  - {summary: invent_constraint, text: Never edit tests.}\n  - {summary: carry_approval}\n  - {summary: truncate}\n";
+    let s = load(&model_yaml(DB_FACT, "  - user: '{fact:db}'", faults)).unwrap();
+    assert_eq!(
+        s.faults,
+        vec![
+            Fault::ProviderOverflow { at_request: 3 },
+            Fault::OverflowAfterPartialOutput { at_request: 4 },
+            Fault::SummarizerFailure { at_compaction: 1 },
+            Fault::CrashDuringCheckpointWrite { at_compaction: 1 },
+            Fault::SummaryDefect {
+                defect: SummaryDefect::DropFact { fact: "db".into() }
+            },
+            Fault::SummaryDefect {
+                defect: SummaryDefect::InventConstraint {
+                    text: "Never edit tests.".into()
+                }
+            },
+            Fault::SummaryDefect {
+                defect: SummaryDefect::CarryApproval
+            },
+            Fault::SummaryDefect {
+                defect: SummaryDefect::Truncate
+            },
+        ]
+    );
+    assert_eq!(
+        s.engine_faults(),
+        vec![
+            Fault::SummarizerFailure { at_compaction: 1 },
+            Fault::CrashDuringCheckpointWrite { at_compaction: 1 },
+        ]
+    );
+    assert_eq!(s.faults[1].provider_request(), Some(4));
+    assert_eq!(s.faults[2].provider_request(), None);
+    let fake = s.instantiate(0, &words).fake;
+    // Provider faults only; engine faults never reach the provider.
+    assert_eq!(
+        fake.faults,
+        vec![
+            FakeFault::OverflowAtRequest { request: 3 },
+            FakeFault::OverflowAfterPartialOutput { request: 4 },
+        ]
+    );
+    use ctxbench_adapters::fake::script::FakeSummaryDefect;
+    assert_eq!(
+        fake.summary_defects,
+        vec![
+            FakeSummaryDefect::DropFact { fact: "db".into() },
+            FakeSummaryDefect::InventConstraint {
+                text: "Never edit tests.".into()
+            },
+            FakeSummaryDefect::CarryApproval,
+            FakeSummaryDefect::Truncate,
+        ]
+    );
+    assert!(!fake.native_compaction);
+    // Block style, as scenarios write it.
+    let block = "faults:\n  - at_compaction: 2\n    checkpoint_write: crash\n";
+    let s = load(&yaml(DB_FACT, "  - user: '{fact:db}'", block)).unwrap();
+    assert_eq!(
+        s.faults,
+        vec![Fault::CrashDuringCheckpointWrite { at_compaction: 2 }]
+    );
+}
+
+#[test]
+fn fault_shape_errors_are_located_and_name_the_keys() {
+    let f = |faults: &str| {
+        model_yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            &format!("faults:\n{faults}\n"),
+        )
+    };
+    let t = f("  - {at_request: 3, provider: overflow, summarizer: fail}");
+    let d = one_error(&t, "one fault has several kinds: `provider`, `summarizer`");
+    let line = t.lines().position(|l| l.contains("summarizer")).unwrap() + 1;
+    assert_eq!(d.line, Some(line));
+    assert!(d
+        .expected
+        .unwrap()
+        .contains("{at_compaction: N, summarizer: fail}"));
+    let d = one_error(&f("  - {at_request: 3}"), "a fault needs one of");
+    assert!(d.line.is_some() && d.expected.unwrap().contains("provider: overflow"));
+    let d = one_error(
+        &f("  - {provider: overflow}"),
+        "a `provider` fault needs `at_request`",
+    );
+    assert!(d.line.is_some());
+    let t = f("  - {at_compaction: 2, provider: overflow}");
+    let d = one_error(&t, "`at_compaction` does not belong to a `provider` fault");
+    assert_eq!(d.column, Some(6));
+    one_error(&t, "a `provider` fault needs `at_request`");
+    one_error(
+        &f("  - {summarizer: fail}"),
+        "a `summarizer` fault needs `at_compaction`",
+    );
+    one_error(
+        &f("  - {at_request: 1, checkpoint_write: crash}"),
+        "`at_request` does not belong to a `checkpoint_write` fault",
+    );
+    one_error(
+        &f("  - {at_compaction: 0, summarizer: fail}"),
+        "`at_compaction` must be positive",
+    );
+    one_error(
+        &f("  - {at_compaction: -1, checkpoint_write: crash}"),
+        "found -1",
+    );
+    one_error(
+        &f("  - {summary: drop_fact}"),
+        "a `summary: drop_fact` fault needs `fact`",
+    );
+    one_error(
+        &f("  - {summary: truncate, fact: db}"),
+        "`fact` does not belong to a `summary: truncate` fault",
+    );
+    one_error(
+        &f("  - {summary: carry_approval, text: x}"),
+        "`text` does not belong to a `summary: carry_approval` fault",
+    );
+    one_error(&f("  - {summary: invent_constraint}"), "needs `text`");
+    one_error(
+        &f("  - {summary: invent_constraint, text: '  '}"),
+        "`text` is empty",
+    );
+    let d = one_error(
+        &f("  - {summary: drop_fact, fact: dbb}"),
+        "`drop_fact` of undefined fact `dbb`",
+    );
+    assert!(d.expected.unwrap().contains("did you mean `db`?"));
+    let abstain = format!(
+        "{DB_FACT}\n  - id: lib\n    question: Which library?\n    expect: {{abstain: true}}"
+    );
+    one_error(
+        &model_yaml(
+            &abstain,
+            "  - user: '{fact:db}'",
+            "faults:\n  - {summary: drop_fact, fact: lib}\n",
+        ),
+        "an abstention fact",
+    );
+    // Unknown values and keys.
+    one_error(
+        &f("  - {at_compaction: 1, summarizer: explode}"),
+        "unknown variant `explode`",
+    );
+    one_error(
+        &f("  - {at_request: 1, provider: overflow_partial}"),
+        "unknown variant `overflow_partial`",
+    );
+    one_error(
+        &f("  - {summary: hallucinate}"),
+        "unknown variant `hallucinate`",
+    );
+    one_error(
+        &f("  - {at_request: 1, provider: overflow, when: now}"),
+        "unknown field `when`",
+    );
+}
+
+#[test]
+fn duplicate_faults_and_clashing_provider_faults() {
+    let f = |faults: &str| {
+        model_yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            &format!("faults:\n{faults}\n"),
+        )
+    };
+    one_error(
+        &f("  - {at_request: 3, provider: overflow}\n  - {at_request: 3, provider: overflow}"),
+        "duplicate fault: `provider: overflow` at request 3",
+    );
+    let t = f("  - {at_request: 3, provider: overflow}\n  - {at_request: 3, provider: overflow_after_partial_output}");
+    let d = one_error(&t, "two provider faults at request 3");
+    assert_eq!(
+        d.line,
+        t.lines().position(|l| l.contains("partial")).map(|p| p + 1)
+    );
+    one_error(
+        &f("  - {summary: truncate}\n  - {summary: truncate}"),
+        "duplicate fault: `summary: truncate`",
+    );
+    one_error(
+        &f("  - {at_compaction: 2, summarizer: fail}\n  - {at_compaction: 2, summarizer: fail}"),
+        "duplicate fault",
+    );
+    // Different hooks at the same number, and the same defect kind with different
+    // parameters, are fine.
+    load(&f("  - {at_compaction: 2, summarizer: fail}\n  - {at_compaction: 2, checkpoint_write: crash}\n  - {at_request: 2, provider: overflow}\n  - {summary: invent_constraint, text: A.}\n  - {summary: invent_constraint, text: B.}")).unwrap();
+}
+
+#[test]
+fn summary_defects_need_a_provider_written_summary() {
+    let faults = "faults:\n  - {summary: carry_approval}\n";
+    let t = yaml(DB_FACT, "  - user: '{fact:db}'", faults);
+    let d = one_error(&t, "the checkpoint strategy is `extractive` (the default)");
+    assert_eq!(
+        d.line,
+        t.lines()
+            .position(|l| l.contains("carry_approval"))
+            .map(|p| p + 1)
+    );
+    assert!(d.expected.unwrap().contains("strategy: model"));
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: '{fact:db}'",
+            &format!("context: {{strategy: extractive}}\n{faults}"),
+        ),
+        "`context.strategy` is `extractive`",
+    );
+    load(&yaml(
+        DB_FACT,
+        "  - user: '{fact:db}'",
+        &format!("context: {{strategy: native}}\nprovider: {{native_compaction: true}}\n{faults}"),
+    ))
+    .unwrap();
 }

@@ -17,13 +17,14 @@ use sha2::{Digest, Sha256};
 
 use super::compiled::{
     AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec, Scenario,
+    SummaryDefect, SummaryStrategy,
 };
 use super::diagnostics::Reporter;
 use super::generate;
 use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
 use super::raw::{
-    RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawModel, RawOutcome,
-    RawProviderFault, RawScenario, RawStep, RawTool,
+    RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawModel, RawOutcome,
+    RawProvider, RawProviderFault, RawScenario, RawStep, RawSummaryDefect, RawTool,
 };
 use super::template::{self, Piece, Template};
 use super::{
@@ -196,8 +197,11 @@ impl Check<'_, '_> {
             .unwrap_or_default();
         let tags = self.tags(&raw.tags);
         let modes = self.modes(raw.modes.as_ref());
-        let model = self.model(&raw.model);
+        let mut model = self.model(&raw.model);
         let context = self.context(raw.context.as_ref(), &model, at(&raw.model));
+        if let (Some(m), Some(p)) = (model.as_mut(), raw.provider.as_ref()) {
+            Self::provider(m, p);
+        }
         let facts = self.facts(&raw.facts);
         let instructions = match &raw.instructions {
             Some(i) => self.instructions(i),
@@ -207,7 +211,13 @@ impl Check<'_, '_> {
         let secrets = self.secrets(&raw.secrets);
         let script = self.script(&raw.script);
         self.unplaced_facts(&raw.facts);
-        let faults = self.faults(&raw.faults);
+        self.corruptions_need_restart(&raw.script.value);
+        let strategy_at = raw
+            .context
+            .as_ref()
+            .and_then(|c| c.value.strategy.as_ref())
+            .and_then(at);
+        let faults = self.faults(&raw.faults, context.strategy, strategy_at);
         let expect = self.expect(raw.expect.as_ref(), &modes);
 
         if !self.rep.is_clean() {
@@ -465,6 +475,9 @@ impl Check<'_, '_> {
         if let Some(v) = values[3] {
             cfg.summary_target_tokens = v;
         }
+        if let Some(st) = &r.strategy {
+            cfg.strategy = st.value;
+        }
         if let Some(m) = model {
             self.context_fits(
                 &cfg,
@@ -475,6 +488,19 @@ impl Check<'_, '_> {
             );
         }
         cfg
+    }
+
+    /// `provider:` — what the fake provider offers. Native compaction is a capability of the
+    /// model as the provider serves it (seed 000 §Capability contract), so it is recorded in
+    /// the model facts, where the engine and the fake provider both read it.
+    fn provider(m: &mut ModelCapabilities, p: &Spanned<RawProvider>) {
+        if let Some(n) = &p.value.native_compaction {
+            m.native_compaction = if n.value {
+                NativeCompaction::OpaqueProviderItem
+            } else {
+                NativeCompaction::Unsupported
+            };
+        }
     }
 
     /// Reserved output and buffer are each reserved out of the window: either one as large
@@ -1080,7 +1106,7 @@ impl Check<'_, '_> {
             self.err(
                 Some(loc),
                 format!("`{kind}` outside a turn: no `user:` step opened one"),
-                Some("a `user:` step before it (an `assistant:` step, a probe, `restart` and `edit_instructions` close the turn)".to_string()),
+                Some("a `user:` step before it (an `assistant:` step, a probe, `restart`, `edit_instructions`, `compact` and `corrupt_checkpoint` close the turn)".to_string()),
             );
         }
         // Bounded work: reject scripts whose expansion would be huge before any trial starts.
@@ -1131,7 +1157,7 @@ impl Check<'_, '_> {
     fn step(&mut self, rs: &Spanned<RawStep>, in_repeat: bool) -> Option<ScriptStep> {
         let s = &rs.value;
         let kinds = s.kinds();
-        const KINDS: &str = "exactly one of `user`, `assistant`, `tool_calls`, `probe`, `restart`, `edit_instructions`, or `repeat` with `steps`";
+        const KINDS: &str = "exactly one of `user`, `assistant`, `tool_calls`, `probe`, `restart`, `edit_instructions`, `compact`, `corrupt_checkpoint`, or `repeat` with `steps`";
         if kinds.is_empty() {
             let msg = if s.steps.is_some() {
                 "`steps` without `repeat`"
@@ -1192,6 +1218,14 @@ impl Check<'_, '_> {
                 RawEdit::Append(t) => InstructionEdit::Append(self.template(t, in_repeat, true)),
             };
             return Some(ScriptStep::EditInstructions(edit));
+        }
+        if let Some(c) = &s.compact {
+            return Some(ScriptStep::Compact {
+                dry_run: c.value.dry_run,
+            });
+        }
+        if let Some(c) = &s.corrupt_checkpoint {
+            return Some(ScriptStep::CorruptCheckpoint(c.value));
         }
         if let Some(r) = &s.repeat {
             let times = self.positive(r, "repeat");
@@ -1361,26 +1395,270 @@ impl Check<'_, '_> {
         }
     }
 
-    fn faults(&mut self, raw: &[Spanned<super::raw::RawFault>]) -> Vec<Fault> {
+    /// A `corrupt_checkpoint` step is noticed only when the checkpoint is reloaded: without a
+    /// later `restart` it would test nothing. Document order is enough: a `restart` after the
+    /// step in the file runs after the step's last expansion, whatever the repeats.
+    fn corruptions_need_restart(&mut self, script: &[Spanned<RawStep>]) {
+        fn walk(steps: &[Spanned<RawStep>], pending: &mut Vec<Option<Location>>) {
+            for s in steps {
+                if s.value.corrupt_checkpoint.is_some() && s.value.kinds().len() == 1 {
+                    pending.push(at(s));
+                }
+                if s.value.restart.is_some() && s.value.kinds().len() == 1 {
+                    pending.clear();
+                }
+                if let (Some(_), Some(body)) = (&s.value.repeat, &s.value.steps) {
+                    walk(&body.value, pending);
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        walk(script, &mut pending);
+        for loc in pending {
+            self.err(
+                loc,
+                "`corrupt_checkpoint` is not followed by a `restart`",
+                Some(
+                    "a `restart: {}` step after it: the damage is only noticed when the \
+                     checkpoint is reloaded"
+                        .to_string(),
+                ),
+            );
+        }
+    }
+
+    fn faults(
+        &mut self,
+        raw: &[Spanned<RawFault>],
+        strategy: SummaryStrategy,
+        strategy_at: Option<Location>,
+    ) -> Vec<Fault> {
         let mut out: Vec<Fault> = Vec::new();
         for f in raw {
-            let Some(n) = self.positive(&f.value.at_request, "at_request") else {
+            let Some(fault) = self.fault(f, strategy, strategy_at) else {
                 continue;
             };
-            let fault = match f.value.provider.value {
-                RawProviderFault::Overflow => Fault::ProviderOverflow { at_request: n },
-            };
-            if out.contains(&fault) {
+            let clash = out.iter().find(|o| {
+                **o == fault
+                    || matches!(
+                        (o.provider_request(), fault.provider_request()),
+                        (Some(a), Some(b)) if a == b
+                    )
+            });
+            if let Some(prev) = clash {
+                let message = if *prev == fault {
+                    format!("duplicate fault: {}", fault_name(&fault))
+                } else {
+                    format!(
+                        "two provider faults at request {}",
+                        fault.provider_request().unwrap_or(0)
+                    )
+                };
                 self.err(
-                    at(&f.value.at_request),
-                    format!("duplicate fault at request {n}"),
-                    Some("each fault once".to_string()),
+                    at(f),
+                    message,
+                    Some("each fault once; one provider fault per request".to_string()),
                 );
                 continue;
             }
             out.push(fault);
         }
         out
+    }
+
+    fn fault(
+        &mut self,
+        f: &Spanned<RawFault>,
+        strategy: SummaryStrategy,
+        strategy_at: Option<Location>,
+    ) -> Option<Fault> {
+        const SHAPES: &str = "one of `{at_request: N, provider: overflow}`, `{at_request: N, provider: overflow_after_partial_output}`, `{at_compaction: N, summarizer: fail}`, `{at_compaction: N, checkpoint_write: crash}`, `{summary: drop_fact, fact: ID}`, `{summary: invent_constraint, text: \"…\"}`, `{summary: carry_approval}`, `{summary: truncate}`";
+        let r = &f.value;
+        let kinds: Vec<(&str, Option<Location>)> = [
+            ("provider", r.provider.as_ref().map(at)),
+            ("summarizer", r.summarizer.as_ref().map(at)),
+            ("checkpoint_write", r.checkpoint_write.as_ref().map(at)),
+            ("summary", r.summary.as_ref().map(at)),
+        ]
+        .into_iter()
+        .filter_map(|(k, l)| l.map(|l| (k, l)))
+        .collect();
+        let kind = match kinds.as_slice() {
+            [] => {
+                self.err(
+                    at(f),
+                    "a fault needs one of `provider`, `summarizer`, `checkpoint_write` or `summary`",
+                    Some(SHAPES.to_string()),
+                );
+                return None;
+            }
+            [(k, _)] => *k,
+            [_, (_, second), ..] => {
+                let list: Vec<String> = kinds.iter().map(|(k, _)| format!("`{k}`")).collect();
+                self.err(
+                    second.or(at(f)),
+                    format!("one fault has several kinds: {}", list.join(", ")),
+                    Some(format!("{SHAPES} — put each in its own `- ` list item")),
+                );
+                return None;
+            }
+        };
+        let defect = r.summary.as_ref().map(|d| d.value);
+        let (companion, shape): (Option<&str>, String) = match kind {
+            "provider" => (
+                Some("at_request"),
+                "`{at_request: N, provider: overflow|overflow_after_partial_output}`".to_string(),
+            ),
+            "summarizer" => (
+                Some("at_compaction"),
+                "`{at_compaction: N, summarizer: fail}`".to_string(),
+            ),
+            "checkpoint_write" => (
+                Some("at_compaction"),
+                "`{at_compaction: N, checkpoint_write: crash}`".to_string(),
+            ),
+            _ => match defect {
+                Some(RawSummaryDefect::DropFact) => {
+                    (Some("fact"), "`{summary: drop_fact, fact: ID}`".to_string())
+                }
+                Some(RawSummaryDefect::InventConstraint) => (
+                    Some("text"),
+                    "`{summary: invent_constraint, text: \"…\"}`".to_string(),
+                ),
+                Some(RawSummaryDefect::CarryApproval) => {
+                    (None, "`{summary: carry_approval}` alone".to_string())
+                }
+                _ => (None, "`{summary: truncate}` alone".to_string()),
+            },
+        };
+        let companions = [
+            ("at_request", r.at_request.as_ref().map(at)),
+            ("at_compaction", r.at_compaction.as_ref().map(at)),
+            ("fact", r.fact.as_ref().map(at)),
+            ("text", r.text.as_ref().map(at)),
+        ];
+        let what = match kind {
+            "summary" => format!(
+                "a `summary: {}` fault",
+                match defect {
+                    Some(RawSummaryDefect::DropFact) => "drop_fact",
+                    Some(RawSummaryDefect::InventConstraint) => "invent_constraint",
+                    Some(RawSummaryDefect::CarryApproval) => "carry_approval",
+                    _ => "truncate",
+                }
+            ),
+            k => format!("a `{k}` fault"),
+        };
+        let mut ok = true;
+        for (key, present) in companions {
+            match present {
+                Some(loc) if Some(key) != companion => {
+                    ok = false;
+                    self.err(
+                        loc.or(at(f)),
+                        format!("`{key}` does not belong to {what}"),
+                        Some(shape.clone()),
+                    );
+                }
+                None if Some(key) == companion => {
+                    ok = false;
+                    self.err(at(f), format!("{what} needs `{key}`"), Some(shape.clone()));
+                }
+                _ => {}
+            }
+        }
+        if !ok {
+            return None;
+        }
+        match kind {
+            "provider" => {
+                let n = self.positive(r.at_request.as_ref()?, "at_request")?;
+                Some(match r.provider.as_ref()?.value {
+                    RawProviderFault::Overflow => Fault::ProviderOverflow { at_request: n },
+                    RawProviderFault::OverflowAfterPartialOutput => {
+                        Fault::OverflowAfterPartialOutput { at_request: n }
+                    }
+                })
+            }
+            "summarizer" => {
+                let n = self.positive(r.at_compaction.as_ref()?, "at_compaction")?;
+                Some(Fault::SummarizerFailure { at_compaction: n })
+            }
+            "checkpoint_write" => {
+                let n = self.positive(r.at_compaction.as_ref()?, "at_compaction")?;
+                Some(Fault::CrashDuringCheckpointWrite { at_compaction: n })
+            }
+            _ => {
+                let d = r.summary.as_ref()?;
+                if strategy == SummaryStrategy::Extractive {
+                    let why = if strategy_at.is_some() {
+                        "`context.strategy` is `extractive`"
+                    } else {
+                        "the checkpoint strategy is `extractive` (the default)"
+                    };
+                    self.err(
+                        at(d),
+                        format!(
+                            "summary defects change summaries the provider writes, but {why}: \
+                             no summary is ever requested from the provider"
+                        ),
+                        Some(
+                            "`context: {strategy: model}` (or `native`), or remove the fault"
+                                .to_string(),
+                        ),
+                    );
+                    return None;
+                }
+                let defect = match d.value {
+                    RawSummaryDefect::DropFact => {
+                        let id = r.fact.as_ref()?;
+                        match self.facts.get(&id.value) {
+                            None => {
+                                let expected =
+                                    one_of(self.facts.keys().map(String::as_str), &id.value);
+                                self.err(
+                                    at(id),
+                                    format!("`drop_fact` of undefined fact `{}`", id.value),
+                                    Some(format!("a fact id defined under `facts:` — {expected}")),
+                                );
+                                return None;
+                            }
+                            Some(info) if info.abstain => {
+                                self.err(
+                                    at(id),
+                                    format!(
+                                        "`drop_fact` of `{}`, an abstention fact that is never stated",
+                                        id.value
+                                    ),
+                                    Some("a fact with `states`".to_string()),
+                                );
+                                return None;
+                            }
+                            Some(_) => SummaryDefect::DropFact {
+                                fact: id.value.clone(),
+                            },
+                        }
+                    }
+                    RawSummaryDefect::InventConstraint => {
+                        let t = r.text.as_ref()?;
+                        if t.value.trim().is_empty() {
+                            self.err(
+                                at(t),
+                                "the invented constraint's `text` is empty",
+                                Some("the sentence the summary invents, e.g. \"Never edit files under src/.\"".to_string()),
+                            );
+                            return None;
+                        }
+                        SummaryDefect::InventConstraint {
+                            text: t.value.clone(),
+                        }
+                    }
+                    RawSummaryDefect::CarryApproval => SummaryDefect::CarryApproval,
+                    RawSummaryDefect::Truncate => SummaryDefect::Truncate,
+                };
+                Some(Fault::SummaryDefect { defect })
+            }
+        }
     }
 
     fn expect(&mut self, raw: Option<&Spanned<RawExpect>>, modes: &[Mode]) -> Expectations {
@@ -1495,7 +1773,9 @@ fn turn_flow(
         }
         match kinds[0] {
             "user" => open = true,
-            "probe" | "restart" | "edit_instructions" => open = false,
+            "probe" | "restart" | "edit_instructions" | "compact" | "corrupt_checkpoint" => {
+                open = false
+            }
             "assistant" | "tool_calls" => {
                 if !open {
                     errs.push((s.referenced, kinds[0]));
@@ -1562,7 +1842,10 @@ fn filler_tokens(s: &ScriptStep) -> u64 {
         ScriptStep::EditInstructions(InstructionEdit::Set(t) | InstructionEdit::Append(t)) => {
             template_filler(t)
         }
-        ScriptStep::Probe(_) | ScriptStep::Restart => 0,
+        ScriptStep::Probe(_)
+        | ScriptStep::Restart
+        | ScriptStep::Compact { .. }
+        | ScriptStep::CorruptCheckpoint(_) => 0,
         ScriptStep::Repeat { times, steps } => steps
             .iter()
             .map(filler_tokens)
@@ -1576,5 +1859,31 @@ fn has_turn(s: &ScriptStep) -> bool {
         ScriptStep::User(_) | ScriptStep::Probe(_) => true,
         ScriptStep::Repeat { steps, .. } => steps.iter().any(has_turn),
         _ => false,
+    }
+}
+
+/// A fault as the author wrote it, for messages.
+fn fault_name(f: &Fault) -> String {
+    match f {
+        Fault::ProviderOverflow { at_request } => {
+            format!("`provider: overflow` at request {at_request}")
+        }
+        Fault::OverflowAfterPartialOutput { at_request } => {
+            format!("`provider: overflow_after_partial_output` at request {at_request}")
+        }
+        Fault::SummarizerFailure { at_compaction } => {
+            format!("`summarizer: fail` at compaction {at_compaction}")
+        }
+        Fault::CrashDuringCheckpointWrite { at_compaction } => {
+            format!("`checkpoint_write: crash` at compaction {at_compaction}")
+        }
+        Fault::SummaryDefect { defect } => match defect {
+            SummaryDefect::DropFact { fact } => format!("`summary: drop_fact` of `{fact}`"),
+            SummaryDefect::InventConstraint { .. } => {
+                "`summary: invent_constraint` with the same text".to_string()
+            }
+            SummaryDefect::CarryApproval => "`summary: carry_approval`".to_string(),
+            SummaryDefect::Truncate => "`summary: truncate`".to_string(),
+        },
     }
 }

@@ -299,6 +299,10 @@ pub struct RequestRow {
     pub attempt: u32,
     /// Whether the request was sent to the provider.
     pub sent: bool,
+    /// `turn` (a request of the conversation) or `summary` (a model-generated checkpoint's
+    /// summarization request).
+    #[serde(default = "purpose_turn")]
+    pub purpose: String,
     /// Budget by category, as the engine estimated it before sending.
     pub budget: BudgetBreakdown,
     /// Estimator id, e.g. `cl100k_base`.
@@ -332,6 +336,10 @@ pub struct RequestRow {
     pub message_hashes: Vec<String>,
     /// Latency in milliseconds (timing column).
     pub latency_ms: u64,
+}
+
+fn purpose_turn() -> String {
+    "turn".into()
 }
 
 /// `events.jsonl`: one engine event.

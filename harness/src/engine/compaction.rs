@@ -1,0 +1,219 @@
+//! Selection and the compaction transaction (seed 000 §Selection algorithm; seed 004's
+//! single transaction with one typed outcome).
+//!
+//! Every trigger — manual `/compact`, the automatic budget check before a request, and
+//! recovery from a provider overflow — runs the same transaction:
+//!
+//! 1. read the transcript and the current checkpoint;
+//! 2. select the verbatim tail: whole closed turns, newest first, up to
+//!    `recent_tail_tokens` (a turn is atomic, so a tool call is never split from its result
+//!    or a parallel batch from its results); the eligible prefix is the contiguous run of
+//!    closed turns before it;
+//! 3. nothing new to cover → `unchanged / already_compacted` (or `failed /
+//!    no_safe_completed_span` when there is no completed span at all, with zero summarizer
+//!    calls);
+//! 4. summarize the previous checkpoint plus the newly covered messages (rolling);
+//! 5. validate, re-estimate the complete request; if it does not fit, back down the tail
+//!    (fewer verbatim turns) down to the hard floor — zero verbatim history turns, the
+//!    checkpoint and the current turn — and try again;
+//! 6. guard against no progress (too little reclaimed, a source already compacted in this
+//!    run, too many compactions for one input);
+//! 7. persist the checkpoint atomically → `compacted {checkpoint}`; any failure is fail-open:
+//!    the previous valid checkpoint and the transcript stay.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::{Entry, TurnSpan, TurnStatus};
+
+/// Smallest reclaim worth a checkpoint (Forge's documented minimum useful reclaim).
+pub const MIN_USEFUL_RECLAIM_TOKENS: u64 = 128;
+/// Most compactions for one input (one user turn).
+pub const MAX_COMPACTIONS_PER_TURN: u32 = 3;
+/// Most summarizer calls one transaction may make while backing down the tail.
+pub const MAX_SUMMARIZER_CALLS_PER_TRANSACTION: usize = 3;
+
+/// What asked for a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// A user's `/compact`.
+    Manual,
+    /// The budget check before a request.
+    Automatic,
+    /// Recovery from a provider context overflow.
+    Overflow,
+}
+
+impl Trigger {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Manual => "manual",
+            Trigger::Automatic => "automatic",
+            Trigger::Overflow => "overflow",
+        }
+    }
+}
+
+/// The one typed outcome of a compaction transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum CompactionOutcome {
+    /// A new checkpoint was written.
+    Compacted {
+        /// Its id.
+        checkpoint_id: String,
+        /// Estimated tokens reclaimed.
+        reclaimed_tokens: u64,
+    },
+    /// Nothing changed, by design (idempotent).
+    Unchanged {
+        /// `already_compacted`, `nothing_to_compact`, `dry_run`, `mode_not_compact`.
+        reason: String,
+    },
+    /// Nothing changed because something went wrong; previous state kept.
+    Failed {
+        /// `no_safe_completed_span`, `summarizer_failed`, `summary_invalid`,
+        /// `summary_input_too_large`, `no_progress`, `does_not_fit`,
+        /// `checkpoint_write_failed`, `strategy_unavailable`.
+        reason: String,
+        /// Detail.
+        detail: String,
+    },
+}
+
+impl CompactionOutcome {
+    /// `compacted`, `unchanged` or `failed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CompactionOutcome::Compacted { .. } => "compacted",
+            CompactionOutcome::Unchanged { .. } => "unchanged",
+            CompactionOutcome::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Closed turns whose messages lie entirely in `[from, to)`, in order.
+pub fn closed_turns(turns: &[TurnSpan], from: usize, to: usize) -> Vec<(usize, usize)> {
+    turns
+        .iter()
+        .filter(|t| {
+            t.status != TurnStatus::Open && t.start >= from && t.end <= to && t.end > t.start
+        })
+        .map(|t| (t.start, t.end))
+        .collect()
+}
+
+/// Tail starts to try, largest verbatim tail first, each on a turn boundary and each
+/// leaving something new to summarize (start > `covered`).
+///
+/// The first candidate keeps whole turns, newest first, while they fit `tail_budget`; the
+/// next ones back down: half the turns, then none (the hard floor: the checkpoint and the
+/// current turn carry everything).
+pub fn tail_candidates(
+    spans: &[(usize, usize)],
+    covered: usize,
+    history_end: usize,
+    tail_budget: u64,
+    tokens: &dyn Fn(usize, usize) -> u64,
+) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut used = 0u64;
+    let mut kept = 0usize;
+    let mut first = history_end;
+    for &(s, e) in spans.iter().rev() {
+        let t = tokens(s, e);
+        if used + t > tail_budget {
+            break;
+        }
+        used += t;
+        kept += 1;
+        first = s;
+    }
+    starts.push(first);
+    if kept > 1 {
+        let half = kept / 2;
+        let idx = spans.len() - half;
+        starts.push(spans[idx].0);
+    }
+    starts.push(history_end);
+    let mut seen = HashSet::new();
+    starts
+        .into_iter()
+        .filter(|&s| s > covered && seen.insert(s))
+        .collect()
+}
+
+/// Turn number (1-based) of each entry in `[from, to)`.
+pub fn turn_numbers(turns: &[TurnSpan], from: usize, to: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(to.saturating_sub(from));
+    let mut t = 0usize;
+    for i in from..to {
+        while t + 1 < turns.len() && turns[t].end <= i && turns[t + 1].start <= i {
+            t += 1;
+        }
+        out.push(if turns.is_empty() { 0 } else { t + 1 });
+    }
+    out
+}
+
+/// Content hashes of a range, for the same-source guard.
+pub fn source_key(entries: &[Entry]) -> String {
+    super::checkpoint::range_hash(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: usize, end: usize) -> TurnSpan {
+        TurnSpan {
+            start,
+            end,
+            status: TurnStatus::Completed,
+        }
+    }
+
+    #[test]
+    fn tail_is_whole_turns_within_budget_then_backs_down_to_the_floor() {
+        let turns = vec![
+            span(0, 2),
+            span(2, 6),
+            span(6, 8),
+            span(8, 12),
+            span(12, 14),
+        ];
+        let spans = closed_turns(&turns, 0, 14);
+        // Each message costs 10 tokens.
+        let tok = |s: usize, e: usize| ((e - s) * 10) as u64;
+        // Budget 65: turns [12,14) (20) + [8,12) (40) = 60 fit; [6,8) would make 80.
+        let c = tail_candidates(&spans, 0, 14, 65, &tok);
+        assert_eq!(c, vec![8, 12, 14]);
+        // Nothing new beyond a checkpoint covering up to 8 except the back-down candidates.
+        assert_eq!(tail_candidates(&spans, 8, 14, 65, &tok), vec![12, 14]);
+        // An oversized newest turn: the verbatim tail is empty at once, it is summarized.
+        assert_eq!(tail_candidates(&spans, 0, 14, 15, &tok), vec![14]);
+    }
+
+    #[test]
+    fn open_turns_are_never_eligible() {
+        let turns = vec![
+            span(0, 2),
+            TurnSpan {
+                start: 2,
+                end: 5,
+                status: TurnStatus::Open,
+            },
+        ];
+        assert_eq!(closed_turns(&turns, 0, 5), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn turn_numbers_follow_spans() {
+        let turns = vec![span(0, 2), span(2, 5)];
+        assert_eq!(turn_numbers(&turns, 0, 5), vec![1, 1, 2, 2, 2]);
+        assert_eq!(turn_numbers(&turns, 3, 5), vec![2, 2]);
+    }
+}

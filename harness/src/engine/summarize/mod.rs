@@ -1,0 +1,98 @@
+//! Summarizers: the strategies that turn a transcript prefix into checkpoint content.
+//!
+//! Every strategy sits behind [`Summarizer`]; the compaction transaction does not care which
+//! one runs. [`extractive`] is the default and makes no model call.
+
+pub mod extractive;
+
+use ctxbench_adapters::estimate::RequestEstimator;
+use ctxbench_adapters::{OpaqueItem, Provider};
+use thiserror::Error;
+
+use super::checkpoint::Checkpoint;
+use crate::redact::Redactor;
+use crate::scenario::SummaryStrategy;
+use crate::session::Entry;
+
+/// What a summarizer is asked to do: roll the previous checkpoint (if any) and the newly
+/// covered messages into one bounded summary.
+pub struct SummaryRequest<'a> {
+    /// The checkpoint being rolled up, if any (its content is the start of the new one).
+    pub previous: Option<&'a Checkpoint>,
+    /// Messages newly covered, in transcript order.
+    pub covered: &'a [Entry],
+    /// Transcript index of `covered[0]`.
+    pub first_index: usize,
+    /// Turn number (1-based) of each covered message, same length as `covered`.
+    pub turn_numbers: &'a [usize],
+    /// Size bound for the summary, in estimated tokens.
+    pub target_tokens: u64,
+    /// The runtime's configured secret redaction: applied before anything is summarized.
+    pub redactor: &'a Redactor,
+    /// The engine's estimator.
+    pub estimator: &'a RequestEstimator,
+    /// Model id of the conversation (for model and native strategies).
+    pub model: &'a str,
+}
+
+/// What a summarizer produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SummaryContent {
+    /// An inspectable summary.
+    Text(String),
+    /// An opaque provider item.
+    Opaque(OpaqueItem),
+}
+
+/// A summarizer's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryResult {
+    /// The content.
+    pub content: SummaryContent,
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Model id that produced it (`extractive` when none).
+    pub model_id: String,
+}
+
+/// Why a summarizer produced nothing usable. Each maps to a stable failure reason.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SummarizeError {
+    /// The summarizer (or its model call) failed.
+    #[error("summarizer failed: {0}")]
+    Failed(String),
+    /// The output failed validation (missing sections, truncated, too large, authority).
+    #[error("summary rejected: {0}")]
+    Invalid(String),
+    /// The summarization request itself would not fit the model.
+    #[error("summarization input too large: {0}")]
+    InputTooLarge(String),
+    /// The strategy is not available with this provider.
+    #[error("strategy unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl SummarizeError {
+    /// The stable failure reason (`summarizer_failed`, `summary_invalid`, …).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SummarizeError::Failed(_) => "summarizer_failed",
+            SummarizeError::Invalid(_) => "summary_invalid",
+            SummarizeError::InputTooLarge(_) => "summary_input_too_large",
+            SummarizeError::Unavailable(_) => "strategy_unavailable",
+        }
+    }
+}
+
+/// One checkpoint strategy.
+#[async_trait::async_trait]
+pub trait Summarizer: Send + Sync {
+    /// Which strategy this is.
+    fn strategy(&self) -> SummaryStrategy;
+    /// Summarize. Must not mutate anything; the transaction decides what to persist.
+    async fn summarize(
+        &self,
+        request: SummaryRequest<'_>,
+        provider: &dyn Provider,
+    ) -> Result<SummaryResult, SummarizeError>;
+}

@@ -1,0 +1,127 @@
+//! Tool-output projection (seed 000 §In-run context pressure, step 4).
+//!
+//! An older, completed tool interaction keeps its call/result pair in the request, but a
+//! large result is replaced — in the request only, never in the transcript — by an explicit
+//! bounded projection: tool name, success state, a truncation marker, the content hash, a
+//! short excerpt, and any `archive://` references so the output stays addressable. The
+//! newest round's results (what the model has not answered yet) are never projected.
+
+use ctxbench_adapters::estimate::RequestEstimator;
+use ctxbench_adapters::{Message, Role};
+
+use crate::session::Entry;
+
+/// Results at or below this many estimated tokens are kept verbatim.
+pub const PROJECTION_MIN_TOKENS: u64 = 120;
+/// Characters of excerpt kept in a projection.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// Project large tool results in `entries` except those at index ≥ `protect_from`.
+/// Returns the (possibly) rewritten entries and how many results were projected.
+pub fn project_tool_outputs(
+    entries: &[Entry],
+    protect_from: usize,
+    estimator: &RequestEstimator,
+) -> (Vec<Entry>, usize) {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut projected = 0;
+    for (i, e) in entries.iter().enumerate() {
+        if i < protect_from && e.message.role == Role::Tool {
+            let tokens = estimator.count_text(&e.message.content);
+            if tokens > PROJECTION_MIN_TOKENS {
+                let name = tool_name(entries, i).unwrap_or("unknown");
+                let m = projection(&e.message, name, tokens, &e.hash.to_hex());
+                let hash = m.content_hash();
+                out.push(Entry { message: m, hash });
+                projected += 1;
+                continue;
+            }
+        }
+        out.push(e.clone());
+    }
+    (out, projected)
+}
+
+fn tool_name(entries: &[Entry], result_index: usize) -> Option<&str> {
+    let id = entries[result_index].message.tool_call_id.as_deref()?;
+    entries[..result_index].iter().rev().find_map(|e| {
+        e.message
+            .tool_calls
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.name.as_str())
+    })
+}
+
+/// The projection of one tool result.
+pub fn projection(original: &Message, tool: &str, tokens: u64, hash_hex: &str) -> Message {
+    let ok = !original
+        .content
+        .trim_start()
+        .to_lowercase()
+        .starts_with("error");
+    let excerpt: String = original
+        .content
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(EXCERPT_CHARS)
+        .collect();
+    let refs: Vec<&str> = original
+        .content
+        .split_whitespace()
+        .filter(|w| w.starts_with("archive://"))
+        .collect();
+    let mut text = format!(
+        "[tool output projected · tool={tool} · {} · truncated: {tokens} tokens not shown · sha256:{} · excerpt: {excerpt}…]",
+        if ok { "ok" } else { "error" },
+        &hash_hex[..16.min(hash_hex.len())],
+    );
+    if !refs.is_empty() {
+        text.push_str(&format!(" refs: {}", refs.join(" ")));
+    }
+    Message::tool_result(original.tool_call_id.clone().unwrap_or_default(), text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxbench_adapters::estimate::EstimatorKind;
+    use ctxbench_adapters::ToolCall;
+
+    fn e(m: Message) -> Entry {
+        let hash = m.content_hash();
+        Entry { message: m, hash }
+    }
+
+    #[test]
+    fn large_old_results_are_projected_pairs_and_newest_kept() {
+        let big =
+            "fn main() { println!(\"hello\"); }\n".repeat(80) + " see archive://runs/1/out.log";
+        let call = Message {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: serde_json::json!({"path": "a.rs"}),
+            }],
+            tool_call_id: None,
+        };
+        let entries = vec![
+            e(Message::user("read")),
+            e(call.clone()),
+            e(Message::tool_result("c1", big.clone())),
+            e(Message::tool_result("c1", big)),
+        ];
+        let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
+        let (out, n) = project_tool_outputs(&entries, 3, &est);
+        assert_eq!(n, 1);
+        assert_eq!(out[2].message.tool_call_id.as_deref(), Some("c1"));
+        assert!(out[2].message.content.contains("tool=read_file"));
+        assert!(out[2].message.content.contains("archive://runs/1/out.log"));
+        assert_eq!(out[3], entries[3], "protected result untouched");
+        assert!(est.count_text(&out[2].message.content) < 120);
+    }
+}
