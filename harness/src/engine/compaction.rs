@@ -106,8 +106,8 @@ pub fn closed_turns(turns: &[TurnSpan], from: usize, to: usize) -> Vec<(usize, u
         .collect()
 }
 
-/// Tail starts to try, largest verbatim tail first, each on a turn boundary and each
-/// leaving something new to summarize (start > `covered`).
+/// Tail starts to try, largest verbatim tail first, each on a turn boundary (not yet
+/// filtered against what a checkpoint already covers).
 ///
 /// The first candidate keeps whole turns, newest first, while they fit `tail_budget`; the
 /// next ones back down: half the turns, then none (the hard floor: the checkpoint and the
@@ -140,10 +140,8 @@ pub fn tail_candidates(
     }
     starts.push(history_end);
     let mut seen = HashSet::new();
-    starts
-        .into_iter()
-        .filter(|&s| s > covered && seen.insert(s))
-        .collect()
+    let _ = covered;
+    starts.into_iter().filter(|&s| seen.insert(s)).collect()
 }
 
 /// Turn number (1-based) of each entry in `[from, to)`.
@@ -191,8 +189,6 @@ mod tests {
         // Budget 65: turns [12,14) (20) + [8,12) (40) = 60 fit; [6,8) would make 80.
         let c = tail_candidates(&spans, 0, 14, 65, &tok);
         assert_eq!(c, vec![8, 12, 14]);
-        // Nothing new beyond a checkpoint covering up to 8 except the back-down candidates.
-        assert_eq!(tail_candidates(&spans, 8, 14, 65, &tok), vec![12, 14]);
         // An oversized newest turn: the verbatim tail is empty at once, it is summarized.
         assert_eq!(tail_candidates(&spans, 0, 14, 15, &tok), vec![14]);
     }

@@ -20,6 +20,9 @@ pub mod reference;
 pub mod summarize;
 pub mod tool_projection;
 
+#[cfg(test)]
+mod tests_compact;
+
 use ctxbench_adapters::{Provider, ToolCall};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -304,15 +304,17 @@ impl ReferenceEngine {
                 .await;
             match outcome {
                 CompactionOutcome::Compacted { .. } => continue,
-                CompactionOutcome::Unchanged { reason } => return Err(self.limit(
-                    events,
-                    REASON_EXHAUSTED,
-                    format!(
+                CompactionOutcome::Unchanged { reason } => {
+                    return Err(self.limit(
+                        events,
+                        REASON_EXHAUSTED,
+                        format!(
                         "compaction changed nothing ({reason}); the request needs {} of {} tokens",
                         budget.total, target
                     ),
-                    budget,
-                )),
+                        budget,
+                    ))
+                }
                 CompactionOutcome::Failed { reason, detail } => {
                     return Err(self.limit(events, &reason, detail, budget))
                 }
@@ -443,11 +445,17 @@ impl ReferenceEngine {
             &tokens,
         );
         if trigger == Trigger::Manual {
+            // A manual compact keeps the configured verbatim tail; it never backs down.
             candidates.truncate(1);
         }
+        candidates.retain(|&start| start > covered);
         if candidates.is_empty() {
             return CompactionOutcome::Unchanged {
-                reason: "already_compacted".into(),
+                reason: if previous.is_some() {
+                    "already_compacted".into()
+                } else {
+                    "nothing_to_compact".into()
+                },
             };
         }
         let before = self

@@ -4,6 +4,8 @@
 //! one runs. [`extractive`] is the default and makes no model call.
 
 pub mod extractive;
+pub mod model;
+pub mod native;
 
 use ctxbench_adapters::estimate::RequestEstimator;
 use ctxbench_adapters::{OpaqueItem, Provider};

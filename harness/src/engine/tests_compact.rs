@@ -1,0 +1,346 @@
+//! End-to-end tests of compact mode through the driver (scenario → engine ⇄ fake provider).
+
+use std::sync::Arc;
+
+use crate::driver::{run_trial, ProviderSpec, TrialSpec};
+use crate::engine::compaction::CompactionOutcome;
+use crate::engine::{EngineEvent, TurnOutcome};
+use crate::mode::Mode;
+use crate::record::TrialRecord;
+use crate::scenario::load_str;
+
+async fn run(yaml: &str, mode: Mode) -> TrialRecord {
+    let scenario = Arc::new(load_str("t.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
+    let dir = tempfile::tempdir().unwrap();
+    run_trial(
+        &TrialSpec {
+            scenario,
+            mode,
+            trial: 0,
+            run_seed: 3,
+            provider: ProviderSpec::Fake,
+            mutation: None,
+        },
+        dir.path(),
+    )
+    .await
+}
+
+fn kinds(rec: &TrialRecord) -> Vec<&'static str> {
+    rec.events.iter().map(|e| e.event.kind()).collect()
+}
+
+const HEAD: &str = r#"
+id: t
+model: {context_window: 8192, max_output: 512}
+context: {reserved_output_tokens: 512, buffer_tokens: 1024, recent_tail_tokens: 1500, summary_target_tokens: 300}
+instructions: "You are a coding agent."
+tools:
+  - name: read_file
+    description: Read a file.
+    parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+facts:
+  - id: db
+    states: "All storage must use PostgreSQL 16."
+    question: "Which database must all storage use?"
+    expect: {contains: PostgreSQL}
+"#;
+
+fn scenario(script: &str, extra: &str) -> String {
+    format!("{HEAD}{extra}script:\n{script}expect:\n  outcome: any\n")
+}
+
+const WORK: &str = r#"  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 30
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 420, kind: code}}
+      - assistant: {filler: {tokens: 160, kind: prose}}
+"#;
+
+#[tokio::test]
+async fn compact_stays_within_budget_keeps_the_fact_and_never_touches_the_transcript() {
+    let rec = run(
+        &scenario(&format!("{WORK}  - probe: [db]\n"), ""),
+        Mode::Compact,
+    )
+    .await;
+    assert!(
+        rec.turns
+            .iter()
+            .all(|t| matches!(t.outcome, TurnOutcome::Completed { .. })),
+        "{:?}",
+        rec.outcome
+    );
+    assert!(kinds(&rec).contains(&"context.compaction.completed"));
+    for r in rec.requests.iter().filter(|r| r.row.sent) {
+        assert!(!r.row.over_budget, "request {} over budget", r.row.seq);
+        // Instructions first, then (when present) the labelled memory block.
+        let msgs = rec.request_messages(r);
+        assert_eq!(msgs[0].content, "You are a coding agent.");
+        if let Some(cp) = &r.row.checkpoint_id {
+            assert!(msgs[1]
+                .content
+                .starts_with("<conversation-memory trust=\"untrusted\">"));
+            assert!(msgs[1].content.contains(cp.as_str()));
+        }
+    }
+    let probe = rec.turns.last().unwrap();
+    match &probe.outcome {
+        TurnOutcome::Completed { reply } => assert!(reply.contains("PostgreSQL"), "{reply}"),
+        o => panic!("{o:?}"),
+    }
+    // The transcript holds every admitted message once: 1 + 14×4 messages + probe pair.
+    assert_eq!(rec.transcript.len(), 2 + 30 * 4 + 2);
+}
+
+#[tokio::test]
+async fn manual_compact_outcomes_are_typed_and_idempotent() {
+    let script = r#"  - compact: {}
+  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 6
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 420, kind: code}}
+      - assistant: "Read part {i}."
+  - compact: {dry_run: true}
+  - compact: {}
+  - compact: {}
+"#;
+    let rec = run(&scenario(script, ""), Mode::Compact).await;
+    let outcomes: Vec<&CompactionOutcome> = rec.compactions.iter().map(|c| &c.outcome).collect();
+    assert!(
+        matches!(outcomes[0], CompactionOutcome::Failed { reason, .. } if reason == "no_safe_completed_span"),
+        "{outcomes:?}"
+    );
+    assert!(matches!(outcomes[1], CompactionOutcome::Unchanged { reason } if reason == "dry_run"));
+    assert!(
+        matches!(outcomes[2], CompactionOutcome::Compacted { .. }),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[3], CompactionOutcome::Unchanged { reason } if reason == "already_compacted"),
+        "{outcomes:?}"
+    );
+    assert!(kinds(&rec).contains(&"context.compaction.preview"));
+    // No summarizer work for the first (failed) compact: it precedes any completed event.
+    let first_failed = rec
+        .events
+        .iter()
+        .position(|e| e.event.kind() == "context.compaction.failed")
+        .unwrap();
+    assert!(!rec.events[..first_failed]
+        .iter()
+        .any(|e| e.event.kind() == "context.compaction.completed"));
+}
+
+#[tokio::test]
+async fn summarizer_failure_is_fail_open_and_typed() {
+    let script = format!("{WORK}  - probe: [db]\n");
+    let rec = run(
+        &scenario(
+            &script,
+            "faults:\n  - {at_compaction: 1, summarizer: fail}\n",
+        ),
+        Mode::Compact,
+    )
+    .await;
+    let failed: Vec<String> = rec
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            EngineEvent::CompactionFailed { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed.first().map(String::as_str),
+        Some("summarizer_failed")
+    );
+    // The turn that needed the compaction stopped with the typed reason; later turns
+    // compacted successfully (the summarizer works again).
+    assert!(rec.turns.iter().any(|t| matches!(&t.outcome,
+        TurnOutcome::LimitReached { reason, .. } if reason == "summarizer_failed")));
+    assert!(kinds(&rec).contains(&"context.compaction.completed"));
+    assert!(rec
+        .requests
+        .iter()
+        .filter(|r| r.row.sent)
+        .all(|r| !r.row.over_budget));
+}
+
+#[tokio::test]
+async fn crash_during_checkpoint_write_keeps_the_previous_checkpoint_across_restart() {
+    let script = r#"  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 6
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 420, kind: code}}
+      - assistant: "Read part {i}."
+  - compact: {}
+  - repeat: 10
+    steps:
+      - user: "Read more {i}."
+      - assistant: {filler: {tokens: 250, kind: prose}}
+  - compact: {}
+  - restart: {}
+  - probe: [db]
+"#;
+    let rec = run(
+        &scenario(
+            script,
+            "faults:\n  - {at_compaction: 2, checkpoint_write: crash}\n",
+        ),
+        Mode::Compact,
+    )
+    .await;
+    let first = match &rec.compactions[0].outcome {
+        CompactionOutcome::Compacted { checkpoint_id, .. } => checkpoint_id.clone(),
+        o => panic!("{o:?}"),
+    };
+    assert!(matches!(&rec.compactions[1].outcome,
+        CompactionOutcome::Failed { reason, .. } if reason == "checkpoint_write_failed"));
+    let reused = rec.events.iter().find_map(|e| match &e.event {
+        EngineEvent::CheckpointReused { checkpoint_id } => Some(checkpoint_id.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        reused.as_deref(),
+        Some(first.as_str()),
+        "restart reuses the previous valid checkpoint"
+    );
+}
+
+#[tokio::test]
+async fn a_corrupted_checkpoint_is_rejected_on_restart_and_rebuilt() {
+    for how in ["garbage", "stale_source", "out_of_range"] {
+        let script = format!(
+            r#"  - user: "Start. {{fact:db}}"
+  - assistant: "Noted."
+  - repeat: 6
+    steps:
+      - user: "Read part {{i}}."
+      - tool_calls:
+          - call: {{name: read_file, args: {{path: "src/p{{i}}.rs"}}}}
+            result: {{filler: {{tokens: 420, kind: code}}}}
+      - assistant: "Read part {{i}}."
+  - compact: {{}}
+  - corrupt_checkpoint: {how}
+  - restart: {{}}
+  - compact: {{}}
+  - probe: [db]
+"#
+        );
+        let rec = run(&scenario(&script, ""), Mode::Compact).await;
+        assert!(
+            kinds(&rec).contains(&"context.checkpoint.rejected"),
+            "{how}"
+        );
+        assert!(!kinds(&rec).contains(&"context.checkpoint.reused"), "{how}");
+        assert!(
+            matches!(
+                rec.compactions[1].outcome,
+                CompactionOutcome::Compacted { .. }
+            ),
+            "{how}: rebuilt from the transcript: {:?}",
+            rec.compactions[1].outcome
+        );
+        assert_eq!(
+            rec.outcome.status.as_str(),
+            "success",
+            "{how}: {:?}",
+            rec.outcome
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_clean_overflow_is_recovered_once_without_duplicating_input() {
+    let script = format!("{WORK}  - probe: [db]\n");
+    let rec = run(
+        &scenario(
+            &script,
+            "faults:\n  - {at_request: 12, provider: overflow}\n",
+        ),
+        Mode::Compact,
+    )
+    .await;
+    let failed = rec.requests.iter().find(|r| r.row.seq == 12).unwrap();
+    assert_eq!(failed.row.error_kind.as_deref(), Some("context_overflow"));
+    let retry = rec.requests.iter().find(|r| r.row.seq == 13).unwrap();
+    assert_eq!(retry.row.attempt, 2);
+    assert_eq!(retry.row.retry_reason.as_deref(), Some("provider_overflow"));
+    assert_eq!(retry.row.step, failed.row.step);
+    // The admitted user message appears once in the retried request and in the transcript.
+    let user = rec
+        .turns
+        .iter()
+        .find(|t| t.step == failed.row.step)
+        .unwrap()
+        .user
+        .clone();
+    let is_user = |m: &&ctxbench_adapters::Message| {
+        m.role == ctxbench_adapters::Role::User && m.content == user
+    };
+    let in_request = rec
+        .request_messages(retry)
+        .iter()
+        .filter(|m| is_user(m))
+        .count();
+    assert_eq!(in_request, 1);
+    assert_eq!(rec.transcript.iter().filter(|m| is_user(m)).count(), 1);
+    assert_eq!(rec.outcome.status.as_str(), "success", "{:?}", rec.outcome);
+}
+
+#[tokio::test]
+async fn overflow_after_partial_output_is_not_retried() {
+    let script = format!("{WORK}  - probe: [db]\n");
+    let rec = run(
+        &scenario(
+            &script,
+            "faults:\n  - {at_request: 5, provider: overflow_after_partial_output}\n",
+        ),
+        Mode::Compact,
+    )
+    .await;
+    let failed = rec.requests.iter().find(|r| r.row.seq == 5).unwrap();
+    assert!(!rec
+        .requests
+        .iter()
+        .any(|r| r.row.step == failed.row.step && r.row.attempt == 2));
+    assert!(rec.turns.iter().any(|t| matches!(&t.outcome,
+        TurnOutcome::Failed { reason, .. } if reason == "provider_overflow_after_output")));
+}
+
+#[test]
+fn a_v1_session_migrates() {
+    use crate::session::Session;
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::create(dir.path()).unwrap();
+    s.append(ctxbench_adapters::Message::user("hi")).unwrap();
+    drop(s);
+    let snap = dir.path().join("session.json");
+    let text = std::fs::read_to_string(&snap)
+        .unwrap()
+        .replace("ctxbench.session/2", "ctxbench.session/1");
+    std::fs::write(&snap, text).unwrap();
+    let mut s = Session::open(dir.path()).unwrap();
+    assert_eq!(s.entries().len(), 1);
+    assert!(s.checkpoint().is_none());
+    s.append(ctxbench_adapters::Message::assistant("hello"))
+        .unwrap();
+    let text = std::fs::read_to_string(&snap).unwrap();
+    assert!(
+        text.contains("ctxbench.session/2"),
+        "rewritten as v2: {text}"
+    );
+}
