@@ -458,6 +458,15 @@ impl Session {
         Ok(())
     }
 
+    /// Forget the checkpoint (it can no longer be used, e.g. an opaque item bound to another
+    /// provider); the transcript is untouched and the next compaction rebuilds from it.
+    pub fn drop_checkpoint(&mut self) -> Result<(), SessionError> {
+        if self.checkpoint.take().is_some() {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+
     /// Test hook: make the next checkpoint write fail as if the process crashed mid-write.
     pub fn crash_next_checkpoint_write(&mut self) {
         self.crash_next_checkpoint_write = true;

@@ -236,3 +236,82 @@ pub fn memory_text(c: &Checkpoint) -> String {
 pub fn memory_hash(c: &Checkpoint) -> ContentHash {
     c.memory_message().content_hash()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(n: usize) -> Vec<Entry> {
+        (0..n)
+            .map(|i| {
+                let m = Message::user(format!("m{i}"));
+                let hash = m.content_hash();
+                Entry { message: m, hash }
+            })
+            .collect()
+    }
+
+    fn checkpoint(e: &[Entry], through: usize) -> Checkpoint {
+        let mut c = Checkpoint {
+            schema_version: CHECKPOINT_SCHEMA_VERSION,
+            id: String::new(),
+            strategy: SummaryStrategy::Extractive,
+            summarized_through: through,
+            source_hash: range_hash(&e[..=through]),
+            retained_tail_start: through + 1,
+            retained_tail_end: e.len(),
+            retained_tail_hash: range_hash(&e[through + 1..]),
+            summary: Some("summary".into()),
+            opaque_item: None,
+            compaction_model_id: "extractive".into(),
+            estimated_tokens: 10,
+            source_message_count: through + 1,
+            created_at: "2026-11-30T00:00:00Z".into(),
+            safety_labels: SAFETY_LABELS.iter().map(|s| s.to_string()).collect(),
+            previous_id: None,
+        };
+        c.id = c.compute_id();
+        c
+    }
+
+    #[test]
+    fn a_valid_checkpoint_validates_and_matches_its_tail() {
+        let e = entries(6);
+        let c = checkpoint(&e, 2);
+        assert_eq!(c.validate(&e), Ok(()));
+        assert!(c.tail_matches(&e));
+        assert!(memory_text(&c).starts_with(MEMORY_OPEN));
+    }
+
+    #[test]
+    fn ranges_hashes_content_and_labels_are_checked() {
+        let e = entries(6);
+        let c = checkpoint(&e, 2);
+        // Transcript shorter than the summarized range.
+        assert!(matches!(c.validate(&e[..2]), Err(CheckpointError::OutOfRange { .. })));
+        // A different prefix (manual repair, migration) no longer matches.
+        let mut other = entries(6);
+        other[1] = {
+            let m = Message::user("edited");
+            let hash = m.content_hash();
+            Entry { message: m, hash }
+        };
+        assert!(matches!(c.validate(&other), Err(CheckpointError::SourceMismatch { .. })));
+        let mut both = c.clone();
+        both.opaque_item = Some(OpaqueItem {
+            provider: "p".into(),
+            model: "m".into(),
+            data: "x".into(),
+        });
+        assert_eq!(both.validate(&e), Err(CheckpointError::Content));
+        let mut labels = c.clone();
+        labels.safety_labels.pop();
+        assert_eq!(labels.validate(&e), Err(CheckpointError::Labels));
+        let mut id = c.clone();
+        id.summary = Some("tampered".into());
+        assert_eq!(id.validate(&e), Err(CheckpointError::Id));
+        let mut tail = c;
+        tail.retained_tail_start = 1;
+        assert!(matches!(tail.validate(&e), Err(CheckpointError::TailStart { .. })));
+    }
+}

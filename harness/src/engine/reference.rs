@@ -248,6 +248,7 @@ impl ReferenceEngine {
         if self.config.mode != Mode::Compact {
             return Ok(self.project_with(snapshot, None, Some(turn_start), false).0);
         }
+        self.ensure_checkpoint_usable(provider, events);
         let mut prune = false;
         loop {
             let checkpoint = self.session.checkpoint().cloned();
@@ -318,6 +319,29 @@ impl ReferenceEngine {
                 CompactionOutcome::Failed { reason, detail } => {
                     return Err(self.limit(events, &reason, detail, budget))
                 }
+            }
+        }
+    }
+
+    /// An opaque provider item may only go back to the provider and model that created it;
+    /// with any other, the checkpoint is dropped and rebuilt from the transcript.
+    fn ensure_checkpoint_usable(&mut self, provider: &dyn Provider, events: &mut dyn EventSink) {
+        let incompatible = self.session.checkpoint().and_then(|c| {
+            c.opaque_item.as_ref().and_then(|o| {
+                (o.provider != provider.name() || o.model != self.config.model.model).then(|| {
+                    format!(
+                        "opaque compaction item of {}/{} cannot be sent to {}/{}; rebuilding from the transcript",
+                        o.provider,
+                        o.model,
+                        provider.name(),
+                        self.config.model.model
+                    )
+                })
+            })
+        });
+        if let Some(reason) = incompatible {
+            if self.session.drop_checkpoint().is_ok() {
+                events.emit(EngineEvent::CheckpointRejected { reason });
             }
         }
     }
