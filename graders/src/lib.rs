@@ -20,6 +20,7 @@
 pub mod budget;
 pub mod limit_honest;
 pub mod recall;
+mod zz_explore;
 
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::runner::{Judge, Judgement};

@@ -69,20 +69,62 @@ pub fn recall_rows(scenario: &Scenario, record: &TrialRecord) -> Vec<RecallRow> 
                 continue;
             };
             let answer = answers.as_ref().and_then(|a| a[i].clone());
+            // The right answer is what was true at probe time: the newest statement
+            // placed before the probe (a knowledge update not yet made is not expected).
+            let expect = match newest_placed(scenario, record, fact, turn.step) {
+                Some(k) if k + 1 < fact.statements.len() => {
+                    AnswerCheck::Contains(fact.statements[k].clone())
+                }
+                None if !fact.statements.is_empty() => AnswerCheck::Abstain,
+                _ => fact.expect.clone(),
+            };
             let correct = answer
                 .as_deref()
-                .map(|a| check(&fact.expect, a))
+                .map(|a| check(&expect, a))
                 .unwrap_or(false);
             out.push(RecallRow {
                 fact: id.clone(),
                 step: turn.step,
-                expected: describe(&fact.expect),
+                expected: describe(&expect),
                 answer,
                 correct,
             });
         }
     }
     out
+}
+
+/// Index of the newest statement of `fact` placed anywhere in the script before `step`
+/// (instructions, user text, tool results, replies, instruction edits).
+fn newest_placed(
+    scenario: &Scenario,
+    record: &TrialRecord,
+    fact: &ctxbench_harness::scenario::Fact,
+    step: u64,
+) -> Option<usize> {
+    use ctxbench_harness::scenario::Step;
+    let mut texts: Vec<&str> = vec![scenario.instructions.as_str()];
+    for s in record.steps.iter().take(step as usize) {
+        match s {
+            Step::Turn(t) => {
+                texts.push(&t.user);
+                if let Some(r) = &t.reply {
+                    texts.push(r);
+                }
+                for c in t.tool_rounds.iter().flatten() {
+                    texts.push(&c.result);
+                }
+            }
+            Step::EditInstructions { text } => texts.push(text),
+            _ => {}
+        }
+    }
+    fact.statements
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, st)| texts.iter().any(|t| t.contains(st.as_str())))
+        .map(|(k, _)| k)
 }
 
 /// Parse `1. answer` lines; answer `k` is `None` when its line is missing.

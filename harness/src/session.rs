@@ -471,6 +471,19 @@ impl Session {
     pub fn crash_next_checkpoint_write(&mut self) {
         self.crash_next_checkpoint_write = true;
     }
+
+    /// **Mutant only** (`Mutation::MutateTranscript`): overwrite the in-memory message at
+    /// `index`, as a destructive compaction would. Deliberately breaks the invariant this
+    /// module exists for (nothing rewrites an earlier message); the on-disk ledger and the
+    /// hash chain are left as they were, so the damage is visible. Never called by the
+    /// reference engine without that mutation.
+    #[doc(hidden)]
+    pub fn mutant_rewrite(&mut self, index: usize, message: Message) {
+        if let Some(e) = self.entries.get_mut(index) {
+            e.hash = message.content_hash();
+            e.message = message;
+        }
+    }
 }
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory, flushed and
@@ -488,6 +501,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         f.sync_data()?;
     }
     std::fs::rename(&tmp, path)
+}
+
+/// Damage the stored checkpoint of a session on disk (recovery-scenario fixture). Returns
+/// `false` when there is no checkpoint to damage.
+pub fn corrupt_checkpoint(
+    dir: &Path,
+    how: crate::scenario::Corruption,
+) -> Result<bool, SessionError> {
+    use crate::scenario::Corruption;
+    let path = dir.join(SNAPSHOT);
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut snap: Snapshot = serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    let Some(cp) = snap.checkpoint.as_mut() else {
+        return Ok(false);
+    };
+    match how {
+        Corruption::Garbage => *cp = serde_json::Value::String("\u{1}garbage\u{fffd}".into()),
+        Corruption::StaleSource => {
+            cp["source_hash"] = serde_json::Value::String("0".repeat(64));
+        }
+        Corruption::OutOfRange => {
+            cp["summarized_through"] = serde_json::Value::from(u32::MAX);
+        }
+    }
+    let bytes = serde_json::to_vec(&snap).map_err(|e| SessionError::Corrupt {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    write_atomic(&path, &bytes).map_err(io_err(&path))?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -543,37 +589,4 @@ mod tests {
             Err(SessionError::Corrupt { .. })
         ));
     }
-}
-
-/// Damage the stored checkpoint of a session on disk (recovery-scenario fixture). Returns
-/// `false` when there is no checkpoint to damage.
-pub fn corrupt_checkpoint(
-    dir: &Path,
-    how: crate::scenario::Corruption,
-) -> Result<bool, SessionError> {
-    use crate::scenario::Corruption;
-    let path = dir.join(SNAPSHOT);
-    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-    let mut snap: Snapshot = serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {
-        path: path.clone(),
-        detail: e.to_string(),
-    })?;
-    let Some(cp) = snap.checkpoint.as_mut() else {
-        return Ok(false);
-    };
-    match how {
-        Corruption::Garbage => *cp = serde_json::Value::String("\u{1}garbage\u{fffd}".into()),
-        Corruption::StaleSource => {
-            cp["source_hash"] = serde_json::Value::String("0".repeat(64));
-        }
-        Corruption::OutOfRange => {
-            cp["summarized_through"] = serde_json::Value::from(u32::MAX);
-        }
-    }
-    let bytes = serde_json::to_vec(&snap).map_err(|e| SessionError::Corrupt {
-        path: path.clone(),
-        detail: e.to_string(),
-    })?;
-    write_atomic(&path, &bytes).map_err(io_err(&path))?;
-    Ok(true)
 }

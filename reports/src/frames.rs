@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use polars::prelude::*;
 
+use crate::compaction::{CompactionIndex, TrialCompaction};
 use crate::error::ReportError;
 use crate::read::RunData;
 use crate::stats::QUANTILE_METHOD;
@@ -29,6 +30,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "round",
     "attempt",
     "sent",
+    "purpose",
     "window",
     "requested_output",
     "buffer",
@@ -94,9 +96,38 @@ pub const TRIAL_COLUMNS_TAIL: &[&str] = &[
     "median_input_tokens",
     "tool_schema_tokens",
     "transcript_hash",
+    "compactions",
+    "compaction_failures",
+    "compaction_unchanged",
+    "compaction_failure_reasons",
+    "reclaimed_tokens",
+    "summary_tokens",
+    "summarizer_calls",
+    "summary_requests",
+    "summary_input_tokens",
+    "checkpoint_rejections",
+    "checkpoint_reuses",
+    "tool_output_projections",
+    "overflow_recoveries",
+    "no_progress_stops",
     "started_at",
     "elapsed_ms",
 ];
+
+/// `purpose` of a request of the conversation. Only these rows enter the estimation-error,
+/// over-budget and token-reduction statistics.
+pub const PURPOSE_TURN: &str = "turn";
+
+/// `purpose` of a summarization request made by a compaction (compaction cost).
+pub const PURPOSE_SUMMARY: &str = "summary";
+
+/// `retry_reason` of a retry after a provider context overflow.
+pub const RETRY_PROVIDER_OVERFLOW: &str = "provider_overflow";
+
+/// Expression: the request row is a turn request (`purpose == "turn"`).
+pub fn is_turn() -> Expr {
+    col("purpose").eq(lit(PURPOSE_TURN))
+}
 
 /// Columns whose values legitimately differ between two runs with the same seed.
 pub const TIMING_COLUMNS: &[&str] = &["run_id", "started_at", "elapsed_ms", "latency_ms"];
@@ -178,6 +209,10 @@ pub fn requests_frame(run: &RunData) -> Result<DataFrame, ReportError> {
             rs.iter().map(|r| r.attempt).collect::<Vec<u32>>(),
         ),
         column("sent", rs.iter().map(|r| r.sent).collect::<Vec<bool>>()),
+        column(
+            "purpose",
+            rs.iter().map(|r| r.purpose.as_str()).collect::<Vec<_>>(),
+        ),
         column("window", u(|r| r.budget.window)),
         column("requested_output", u(|r| r.budget.requested_output)),
         column("buffer", u(|r| r.budget.buffer)),
@@ -284,9 +319,17 @@ pub fn requests_frame(run: &RunData) -> Result<DataFrame, ReportError> {
 /// One row per trial, columns [`trial_columns`], in [`RunData`] order.
 ///
 /// `median_input_tokens` is the median provider-reported input over the trial's answered
-/// requests, computed with polars from `requests` (the frame of [`requests_frame`]).
-pub fn trials_frame(run: &RunData, requests: &DataFrame) -> Result<DataFrame, ReportError> {
+/// requests, and `summary_requests`, `summary_input_tokens` and `overflow_recoveries` are
+/// counted, all with polars from `requests` (the frame of [`requests_frame`]). The other
+/// compaction columns come from the trial's events ([`CompactionIndex`]).
+pub fn trials_frame(
+    run: &RunData,
+    requests: &DataFrame,
+    compaction: &CompactionIndex,
+) -> Result<DataFrame, ReportError> {
     let ts = &run.trials;
+    let cs: Vec<&TrialCompaction> = ts.iter().map(|t| compaction.get(&t.trial_id)).collect();
+    let cu = |f: fn(&TrialCompaction) -> u64| cs.iter().map(|c| f(c)).collect::<Vec<u64>>();
     let graders = grader_names(run);
     let st = |f: fn(&ctxbench_harness::storage::schema::TrialStats) -> u64| {
         ts.iter().map(|t| f(&t.stats)).collect::<Vec<u64>>()
@@ -387,6 +430,20 @@ pub fn trials_frame(run: &RunData, requests: &DataFrame) -> Result<DataFrame, Re
                 .map(|t| t.stats.transcript_hash.as_str())
                 .collect::<Vec<_>>(),
         ),
+        column("compactions", cu(|c| c.completed)),
+        column("compaction_failures", cu(|c| c.failed)),
+        column("compaction_unchanged", cu(|c| c.unchanged)),
+        column(
+            "compaction_failure_reasons",
+            cs.iter().map(|c| c.reasons_joined()).collect::<Vec<String>>(),
+        ),
+        column("reclaimed_tokens", cu(|c| c.reclaimed_tokens)),
+        column("summary_tokens", cu(|c| c.summary_tokens)),
+        column("summarizer_calls", cu(|c| c.summarizer_calls)),
+        column("checkpoint_rejections", cu(|c| c.checkpoint_rejections)),
+        column("checkpoint_reuses", cu(|c| c.checkpoint_reuses)),
+        column("tool_output_projections", cu(|c| c.tool_output_projections)),
+        column("no_progress_stops", cu(|c| c.no_progress_stops)),
         column(
             "started_at",
             ts.iter().map(|t| t.started_at.as_str()).collect::<Vec<_>>(),
@@ -407,6 +464,31 @@ pub fn trials_frame(run: &RunData, requests: &DataFrame) -> Result<DataFrame, Re
             .cast(DataType::Float64)
             .quantile(lit(0.5), QUANTILE_METHOD)
             .alias("median_input_tokens")]);
+    let summary = col("sent").and(col("purpose").eq(lit(PURPOSE_SUMMARY)));
+    let recovery = col("sent")
+        .and(col("attempt").gt_eq(lit(2u32)))
+        .and(col("retry_reason").eq(lit(RETRY_PROVIDER_OVERFLOW)))
+        .fill_null(lit(false));
+    let counts = requests
+        .clone()
+        .lazy()
+        .group_by([col("trial_id")])
+        .agg([
+            summary
+                .clone()
+                .cast(DataType::UInt64)
+                .sum()
+                .alias("summary_requests"),
+            col("provider_input_tokens")
+                .filter(summary)
+                .sum()
+                .cast(DataType::UInt64)
+                .alias("summary_input_tokens"),
+            recovery
+                .cast(DataType::UInt64)
+                .sum()
+                .alias("overflow_recoveries"),
+        ]);
     let order = trial_columns(&graders);
     let out = df
         .lazy()
@@ -415,6 +497,16 @@ pub fn trials_frame(run: &RunData, requests: &DataFrame) -> Result<DataFrame, Re
             [col("trial_id")],
             [col("trial_id")],
             JoinArgs::new(JoinType::Left),
+        )
+        .join(
+            counts,
+            [col("trial_id")],
+            [col("trial_id")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns(
+            ["summary_requests", "summary_input_tokens", "overflow_recoveries"]
+                .map(|c| col(c).fill_null(lit(0u64)).cast(DataType::UInt64)),
         )
         .sort(["_row"], SortMultipleOptions::default())
         .select(order.iter().map(|c| col(c.as_str())).collect::<Vec<_>>())

@@ -12,12 +12,15 @@
 //! | --- | --- | --- |
 //! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict |
 //! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials; 0 with "no evidence" when that grader did not run | ≤ `max` |
-//! | `unwarned_over_budget_requests` | candidate requests with `sent && over_budget && !warned` | ≤ `max` |
-//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent request, sized by provider input tokens, else the provider's overflow count, else the estimate | ≥ `min`; not evaluated without pairs |
+//! | `unwarned_over_budget_requests` | candidate **turn** requests (`purpose = turn`) with `sent && over_budget && !warned` | ≤ `max` |
+//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | ≥ `min`; not evaluated without pairs |
 //! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over (scenario, trial) pairs present in both modes, neither errored (point value) | ≤ `max` |
 //! | `seeded_recall` | correct / probed facts over non-errored candidate trials | ≥ `min` |
-//! | `estimator_p95_undercount` | p95 over answered candidate requests of the undercount share `max(0, −rel_error)` | ≤ `max_share_of_buffer` × min(buffer / window) |
+//! | `estimator_p95_undercount` | p95 over answered candidate turn requests of the undercount share `max(0, −rel_error)` | ≤ `max_share_of_buffer` × min(buffer / window) |
 //! | `errored_trials` | trials with status `errored`, **all modes** (an errored baseline breaks the pairing the candidate is judged on) | ≤ `max` |
+//!
+//! Summarization requests (`purpose = summary`) are compaction cost: they carry no engine
+//! budget, so they are left out of every request-level gate above.
 //!
 //! A gate whose data is missing (e.g. the candidate mode is not in the run) is
 //! `not_evaluated`, never silently passed; the verdict is then `INCOMPLETE` unless
@@ -40,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::ReportError;
+use crate::frames::PURPOSE_TURN;
 use crate::read::RunData;
 use crate::stats::{Proportion, QUANTILE_METHOD};
 
@@ -724,7 +728,7 @@ impl<'a> Ctx<'a> {
             .run
             .requests
             .iter()
-            .filter(|r| r.mode == self.candidate && r.sent)
+            .filter(|r| r.mode == self.candidate && r.sent && r.purpose == PURPOSE_TURN)
             .collect();
         let over = sent.iter().filter(|r| r.over_budget).count();
         let unwarned: Vec<&str> = sent
@@ -739,7 +743,7 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .collect();
         let detail = format!(
-            "{over} of {} sent candidate requests over budget, {n} without a warning{}",
+            "{over} of {} sent candidate turn requests over budget, {n} without a warning{}",
             sent.len(),
             examples(&ids)
         );
@@ -915,50 +919,65 @@ fn examples(ids: &[&str]) -> String {
     }
 }
 
-/// Median per-step reduction, paired by (scenario, trial, step).
-fn token_reduction(
-    ctx: &Ctx<'_>,
-    requests: &DataFrame,
-    t: &MinReduction,
-) -> PolarsResult<GateResult> {
-    let name = "token_reduction_vs_off";
-    let result = |observed, detail| Ctx::result(name, Bound::Min, t.min, observed, detail);
-
-    let mut lf = requests.clone().lazy().filter(col("sent"));
-    let scope = match &t.tag {
-        Some(tag) => {
-            let mut tagged: BTreeSet<&str> = ctx
-                .run
-                .trials
-                .iter()
-                .filter(|tr| tr.tags.iter().any(|x| x == tag))
-                .map(|tr| tr.scenario.as_str())
-                .collect();
-            for s in ctx.run.scenarios() {
-                if s.tags.iter().any(|x| x == tag) {
-                    tagged.insert(s.id.as_str());
-                }
-            }
-            if tagged.is_empty() {
-                return Ok(result(
-                    None,
-                    format!("no scenario in the run is tagged `{tag}`"),
-                ));
-            }
-            let ids: Vec<&str> = tagged.into_iter().collect();
-            let n = ids.len();
-            let frame = DataFrame::new(n, vec![Column::new("scenario".into(), ids)])?;
-            lf = lf.join(
-                frame.lazy(),
-                [col("scenario")],
-                [col("scenario")],
-                JoinArgs::new(JoinType::Inner),
-            );
-            format!("{n} scenario(s) tagged `{tag}`")
+/// Scenarios carrying `tag`, by the trials' tags or the manifests' scenario list.
+pub(crate) fn tagged_scenarios<'a>(run: &'a RunData, tag: &str) -> BTreeSet<&'a str> {
+    let mut tagged: BTreeSet<&str> = run
+        .trials
+        .iter()
+        .filter(|tr| tr.tags.iter().any(|x| x == tag))
+        .map(|tr| tr.scenario.as_str())
+        .collect();
+    for s in run.scenarios() {
+        if s.tags.iter().any(|x| x == tag) {
+            tagged.insert(s.id.as_str());
         }
-        None => "all scenarios".to_string(),
-    };
+    }
+    tagged
+}
 
+/// Steps of two modes paired by (scenario, trial, step): see [`pair_steps`].
+pub(crate) struct Pairing {
+    /// Columns `scenario`, `trial`, `step`, `cand`, `base` (step sizes), `cand_est`,
+    /// `base_est` (1 when sized by the estimate) and `reduction` = 1 − cand/base.
+    pub paired: DataFrame,
+    /// Steps the candidate has.
+    pub cand_steps: usize,
+    /// Steps the baseline has.
+    pub base_steps: usize,
+}
+
+impl Pairing {
+    /// Steps of either side without a partner.
+    pub fn unpaired(&self) -> usize {
+        (self.cand_steps + self.base_steps).saturating_sub(2 * self.paired.height())
+    }
+}
+
+/// Pairs the **sent turn** requests (`purpose = turn`; summarization requests are
+/// compaction cost, not a step's size) of `cand` and `base` by (scenario, trial, step),
+/// restricted to `scenarios` when given. A step's size is its largest request, sized by
+/// provider input tokens, else the provider's overflow count, else the estimate (flagged).
+/// Pairs whose baseline size is 0 are left out (no reduction is defined).
+pub(crate) fn pair_steps(
+    requests: &DataFrame,
+    scenarios: Option<&BTreeSet<&str>>,
+    cand: Mode,
+    base: Mode,
+) -> PolarsResult<Pairing> {
+    let mut lf = requests
+        .clone()
+        .lazy()
+        .filter(col("sent").and(crate::frames::is_turn()));
+    if let Some(ids) = scenarios {
+        let ids: Vec<&str> = ids.iter().copied().collect();
+        let frame = DataFrame::new(ids.len(), vec![Column::new("scenario".into(), ids)])?;
+        lf = lf.join(
+            frame.lazy(),
+            [col("scenario")],
+            [col("scenario")],
+            JoinArgs::new(JoinType::Inner),
+        );
+    }
     let size = col("provider_input_tokens")
         .fill_null(col("overflow_input_tokens"))
         .fill_null(col("est_total"))
@@ -980,50 +999,96 @@ fn token_reduction(
                     .alias(est_name),
             ])
     };
-    let cand = per_step(ctx.candidate, "cand", "cand_est");
-    let off = per_step(Mode::Off, "off", "off_est");
-    let cand_steps = cand.clone().collect()?.height();
-    let off_steps = off.clone().collect()?.height();
-    let paired = cand
-        .join(off, keys.clone(), keys, JoinArgs::new(JoinType::Inner))
-        .filter(col("off").gt(lit(0.0)))
-        .with_column((lit(1.0) - col("cand") / col("off")).alias("reduction"))
+    let c = per_step(cand, "cand", "cand_est").collect()?;
+    let b = per_step(base, "base", "base_est").collect()?;
+    let (cand_steps, base_steps) = (c.height(), b.height());
+    let paired = c
+        .lazy()
+        .join(b.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
+        .filter(col("base").gt(lit(0.0)))
+        .with_column((lit(1.0) - col("cand") / col("base")).alias("reduction"))
+        .sort(["scenario", "trial", "step"], SortMultipleOptions::default())
         .collect()?;
-    let pairs = paired.height();
+    Ok(Pairing {
+        paired,
+        cand_steps,
+        base_steps,
+    })
+}
+
+/// Median of the `reduction` column of a [`Pairing`] (linear interpolation); `None` when
+/// nothing is paired.
+pub(crate) fn median_reduction(p: &Pairing) -> PolarsResult<Option<f64>> {
+    if p.paired.height() == 0 {
+        return Ok(None);
+    }
+    let m = p
+        .paired
+        .clone()
+        .lazy()
+        .select([col("reduction")
+            .quantile(lit(0.5), QUANTILE_METHOD)
+            .alias("median")])
+        .collect()?;
+    Ok(m.column("median")?
+        .as_materialized_series()
+        .f64()?
+        .get(0)
+        .filter(|v| v.is_finite()))
+}
+
+/// Median per-step reduction, paired by (scenario, trial, step).
+fn token_reduction(
+    ctx: &Ctx<'_>,
+    requests: &DataFrame,
+    t: &MinReduction,
+) -> PolarsResult<GateResult> {
+    let name = "token_reduction_vs_off";
+    let result = |observed, detail| Ctx::result(name, Bound::Min, t.min, observed, detail);
+
+    let (tagged, scope) = match &t.tag {
+        Some(tag) => {
+            let tagged = tagged_scenarios(ctx.run, tag);
+            if tagged.is_empty() {
+                return Ok(result(
+                    None,
+                    format!("no scenario in the run is tagged `{tag}`"),
+                ));
+            }
+            let scope = format!("{} scenario(s) tagged `{tag}`", tagged.len());
+            (Some(tagged), scope)
+        }
+        None => (None, "all scenarios".to_string()),
+    };
+    let pairing = pair_steps(requests, tagged.as_ref(), ctx.candidate, Mode::Off)?;
+    let pairs = pairing.paired.height();
     if pairs == 0 {
         return Ok(result(
             None,
             format!(
-                "no step of {scope} ran in both `{}` ({cand_steps} steps) and `off` ({off_steps} steps)",
-                ctx.candidate
+                "no step of {scope} ran in both `{}` ({} steps) and `off` ({} steps)",
+                ctx.candidate, pairing.cand_steps, pairing.base_steps
             ),
         ));
     }
-    let stats = paired
+    let median = median_reduction(&pairing)?;
+    let estimated = pairing
+        .paired
+        .clone()
         .lazy()
-        .select([
-            col("reduction")
-                .quantile(lit(0.5), QUANTILE_METHOD)
-                .alias("median"),
-            (col("cand_est") + col("off_est"))
-                .gt(lit(0u32))
-                .cast(DataType::UInt64)
-                .sum()
-                .alias("estimated"),
-        ])
+        .select([(col("cand_est") + col("base_est"))
+            .gt(lit(0u32))
+            .cast(DataType::UInt64)
+            .sum()
+            .alias("estimated")])
         .collect()?;
-    let median = stats
-        .column("median")?
-        .as_materialized_series()
-        .f64()?
-        .get(0);
-    let estimated_pairs = stats
+    let estimated_pairs = estimated
         .column("estimated")?
         .as_materialized_series()
         .u64()?
         .get(0)
         .unwrap_or(0);
-    let unpaired = cand_steps + off_steps - 2 * pairs;
+    let unpaired = pairing.unpaired();
     let mut detail = format!(
         "median of 1 − {}/off over {pairs} paired steps of {scope}",
         ctx.candidate
@@ -1036,7 +1101,7 @@ fn token_reduction(
             "; {estimated_pairs} pair(s) sized by the estimate (no provider count)"
         ));
     }
-    Ok(result(median.filter(|v| v.is_finite()), detail))
+    Ok(result(median, detail))
 }
 
 /// p95 undercount share against the buffer's share of the window.
@@ -1049,6 +1114,7 @@ fn undercount(
     let answered = requests.clone().lazy().filter(
         col("mode")
             .eq(lit(ctx.candidate.as_str()))
+            .and(crate::frames::is_turn())
             .and(col("rel_error").is_not_null())
             .and(col("window").gt(lit(0u64))),
     );
@@ -1082,13 +1148,13 @@ fn undercount(
             Bound::Max,
             t.max_share_of_buffer,
             None,
-            "no answered candidate request with a provider input count".into(),
+            "no answered candidate turn request with a provider input count".into(),
         ));
     };
     let threshold = t.max_share_of_buffer * share;
     let detail = format!(
-        "p95 undercount {:.2}% of provider input over {n} answered requests; limit {} × smallest \
-         buffer/window share {:.2}%",
+        "p95 undercount {:.2}% of provider input over {n} answered turn requests; limit {} × \
+         smallest buffer/window share {:.2}%",
         p95 * 100.0,
         t.max_share_of_buffer,
         share * 100.0

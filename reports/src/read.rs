@@ -1,7 +1,9 @@
 //! Reading run storage (see `ctxbench_harness::storage::schema` for the contract).
 //!
 //! A run directory holds `manifest.json`, `trials.jsonl`, `requests.jsonl` and usually
-//! `events.jsonl` (not needed by this version of the report, so a missing one is fine).
+//! `events.jsonl`. The report uses only the compaction-related events of the latter
+//! ([`REPORT_EVENT_KINDS`]); a run without `events.jsonl` (older runs, or modes that emit
+//! none of them) simply has no such events, which is not an error.
 //! The JSONL files are append-only and may end in a **torn last line** when the writer was
 //! killed mid-append: a final line without its newline, or a final line that is not even
 //! syntactically complete JSON. Such a line is skipped and counted in
@@ -14,7 +16,8 @@
 //! ([`RunData::orphan_requests`]). If a resumed trial re-appended its requests, the same
 //! `(trial, seq, step, round, attempt)` appears twice; the later copy (the one written
 //! together with the trial row) wins and the earlier is counted in
-//! [`RunData::duplicate_requests`].
+//! [`RunData::duplicate_requests`]. Events are treated the same way, keyed by
+//! `(trial, seq)` ([`RunData::orphan_events`], [`RunData::duplicate_events`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -22,7 +25,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use ctxbench_harness::storage::schema::{
-    Manifest, ManifestScenario, RequestRow, TrialRow, MANIFEST_SCHEMA, REQUEST_SCHEMA, TRIAL_SCHEMA,
+    EventRow, Manifest, ManifestScenario, RequestRow, TrialRow, EVENT_SCHEMA, MANIFEST_SCHEMA,
+    REQUEST_SCHEMA, TRIAL_SCHEMA,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -38,9 +42,24 @@ pub struct RunSource {
     pub manifest: Manifest,
     /// Torn last lines skipped in this directory's JSONL files.
     pub torn_lines: usize,
-    /// Whether `events.jsonl` exists (the report does not need it yet).
+    /// Whether `events.jsonl` exists (a run without it has no events).
     pub has_events: bool,
 }
+
+/// Event kinds the report keeps from `events.jsonl` (all others — budgets, usage, warnings,
+/// provider errors — are already summarized in the request and trial rows, and are the
+/// bulk of the file, so they are not retained).
+pub const REPORT_EVENT_KINDS: &[&str] = &[
+    "context.compaction.started",
+    "context.compaction.completed",
+    "context.compaction.unchanged",
+    "context.compaction.failed",
+    "context.compaction.preview",
+    "context.checkpoint.rejected",
+    "context.checkpoint.reused",
+    "context.tool_output.projected",
+    "context.limit_reached",
+];
 
 /// Everything the report reads from one or more run directories (shards), merged and in
 /// a deterministic order. Request rows are kept without their `message_hashes` (unused by
@@ -58,12 +77,20 @@ pub struct RunData {
     pub trials: Vec<TrialRow>,
     /// Every request row of a present trial, sorted.
     pub requests: Vec<RequestRow>,
+    /// Events of a present trial whose kind is in [`REPORT_EVENT_KINDS`], sorted by their
+    /// trial (in trial order), then `seq`.
+    pub events: Vec<EventRow>,
     /// Torn last lines skipped over all files.
     pub torn_lines: usize,
     /// Request rows dropped because their trial has no trial row (killed trial).
     pub orphan_requests: usize,
     /// Request rows dropped because a later copy of the same request exists (resume).
     pub duplicate_requests: usize,
+    /// Retained-kind events dropped because their trial has no trial row (killed trial).
+    pub orphan_events: usize,
+    /// Retained-kind events dropped because a later copy with the same `(trial, seq)`
+    /// exists (resume).
+    pub duplicate_events: usize,
     /// trial_id → index into `runs`.
     trial_run: HashMap<String, usize>,
 }
@@ -122,10 +149,13 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
     let mut runs = Vec::with_capacity(dirs.len());
     let mut trials: Vec<TrialRow> = Vec::new();
     let mut requests: Vec<RequestRow> = Vec::new();
+    let mut events: Vec<EventRow> = Vec::new();
     let mut trial_run: HashMap<String, usize> = HashMap::new();
     let mut torn_lines = 0;
     let mut orphan_requests = 0;
     let mut duplicate_requests = 0;
+    let mut orphan_events = 0;
+    let mut duplicate_events = 0;
 
     for (idx, dir) in dirs.iter().enumerate() {
         let one = read_dir(dir)?;
@@ -145,8 +175,11 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
         torn_lines += one.source.torn_lines;
         orphan_requests += one.orphan_requests;
         duplicate_requests += one.duplicate_requests;
+        orphan_events += one.orphan_events;
+        duplicate_events += one.duplicate_events;
         trials.extend(one.trials);
         requests.extend(one.requests);
+        events.extend(one.events);
         runs.push(one.source);
     }
 
@@ -169,14 +202,26 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
             r.seq,
         )
     });
+    events.sort_by_cached_key(|e| {
+        (
+            order
+                .get(e.trial_id.as_str())
+                .copied()
+                .unwrap_or(usize::MAX),
+            e.seq,
+        )
+    });
 
     Ok(RunData {
         runs,
         trials,
         requests,
+        events,
         torn_lines,
         orphan_requests,
         duplicate_requests,
+        orphan_events,
+        duplicate_events,
         trial_run,
     })
 }
@@ -190,8 +235,11 @@ struct DirData {
     source: RunSource,
     trials: Vec<TrialRow>,
     requests: Vec<RequestRow>,
+    events: Vec<EventRow>,
     orphan_requests: usize,
     duplicate_requests: usize,
+    orphan_events: usize,
+    duplicate_events: usize,
 }
 
 fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
@@ -263,19 +311,60 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
         },
     )?;
     drop(slot);
+
+    // Events: only the kinds the report uses; a later copy of `(trial, seq)` wins.
+    let events_path = dir.join("events.jsonl");
+    let has_events = events_path.is_file();
+    let mut events: Vec<EventRow> = Vec::new();
+    let mut event_slot: HashMap<(usize, u64), usize> = HashMap::new();
+    let mut orphan_events = 0;
+    let mut duplicate_events = 0;
+    let torn_events = if has_events {
+        read_jsonl::<EventRow>(
+            &events_path,
+            EVENT_SCHEMA,
+            |r| &r.schema,
+            |_, row| {
+                if !REPORT_EVENT_KINDS.contains(&row.kind.as_str()) {
+                    return;
+                }
+                let Some(&t) = trial_index.get(row.trial_id.as_str()) else {
+                    orphan_events += 1;
+                    return;
+                };
+                let key = (t, row.seq);
+                match event_slot.get(&key) {
+                    Some(&i) => {
+                        events[i] = row;
+                        duplicate_events += 1;
+                    }
+                    None => {
+                        event_slot.insert(key, events.len());
+                        events.push(row);
+                    }
+                }
+            },
+        )?
+    } else {
+        0
+    };
+    drop(event_slot);
     drop(trial_index);
 
     Ok(DirData {
         source: RunSource {
             dir: dir.to_path_buf(),
             manifest,
-            torn_lines: torn_trials + torn_requests,
-            has_events: dir.join("events.jsonl").is_file(),
+            torn_lines: torn_trials + torn_requests + torn_events,
+            has_events,
         },
         trials,
         requests,
+        events,
         orphan_requests,
         duplicate_requests,
+        orphan_events,
+        duplicate_events,
     })
 }
 

@@ -3,7 +3,31 @@
 //! A [`Mutation`] switches one decision of the reference engine to a known-bad behaviour
 //! that real context managers have shipped. The graders' tests (and, later,
 //! `ctxbench selftest`) run scenarios against each mutation and require the matching
-//! grader to fail. The reference engine with no mutation is what every report measures.
+//! grader to fail. The reference engine with no mutation is what every report measures:
+//! every hook is a small `if mutation == Some(…)` branch at one decision point, and with
+//! `None` the engine's behaviour is unchanged.
+//!
+//! | mutation | broken decision | grader that must fail |
+//! | --- | --- | --- |
+//! | `silent-over-budget` | `warn` sends over budget without a warning | `budget` |
+//! | `silent-over-budget-compact` | `compact` sends over budget without compacting | `budget` |
+//! | `ignore-mandatory-limit` | mandatory context that cannot fit is sent | `limit-honest` |
+//! | `untyped-limit-reason` | a context stop has no reason | `limit-honest` |
+//! | `drop-history` | only the current turn is sent | `recall` |
+//! | `drop-instructions` | the instruction snapshot is left out | `recall`, `instructions-outrank-history` |
+//! | `mutate-transcript` | compaction rewrites the summarized messages in the ledger | `transcript-immutable` |
+//! | `split-tool-pairs` | the verbatim tail starts mid-turn, after a tool call | `tool-pairs` |
+//! | `keep-approval-claims` | the extractive summarizer keeps claim sentences | `no-authority-in-checkpoint` |
+//! | `memory-above-instructions` | the checkpoint is placed first, unlabelled | `instructions-outrank-history` |
+//! | `reload-instructions-per-attempt` | instructions are re-read before every request | `instruction-hash-frozen` |
+//! | `retry-twice` | a second provider overflow is recovered too | `overflow-no-duplicate` |
+//! | `duplicate-input-on-retry` | the user message is appended again before a retry | `overflow-no-duplicate` |
+//! | `loop-compaction` | the no-progress guards are off | `no-thrash` |
+//! | `mistype-failure-reason` | every compaction failure is reported `summarizer_failed` | `typed-reason` |
+//! | `leak-secret` | the summarizer gets no redaction | `secrets-redacted` |
+//! | `trust-stale-checkpoint` | a checkpoint rejected on open is reused anyway | `checkpoint-reuse-valid` |
+//! | `empty-recap` | an over-budget request drops all history instead of compacting | `recap-not-empty` |
+//! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
 
 use serde::{Deserialize, Serialize};
 
@@ -21,16 +45,69 @@ pub enum Mutation {
     DropHistory,
     /// The instruction snapshot is left out of requests.
     DropInstructions,
+    /// `compact` sends an over-budget request as it is, without pruning or compacting.
+    SilentOverBudgetCompact,
+    /// A completed compaction rewrites the messages it summarized in the canonical ledger
+    /// (destructive compaction; seed 000 invariant 6).
+    MutateTranscript,
+    /// Compaction picks a verbatim tail that starts inside a turn, right after an assistant
+    /// tool call, so its results lose their call (seed 000 invariant 5, seed 004 turn
+    /// atomicity).
+    SplitToolPairs,
+    /// The extractive summarizer keeps approval/authority claims verbatim (invariant 2).
+    KeepApprovalClaims,
+    /// The checkpoint memory is placed above the instructions, without its untrusted label
+    /// (invariant 1).
+    MemoryAboveInstructions,
+    /// The instruction file is re-read before every physical request, and each re-read is
+    /// stamped with the round and attempt, so the snapshot changes within a run
+    /// (invariant 11).
+    ReloadInstructionsPerAttempt,
+    /// A second provider overflow in the same turn is recovered (compact and retry) too
+    /// (invariant 10: one retry per input).
+    RetryTwice,
+    /// Overflow recovery appends the admitted user message again before retrying
+    /// (invariant 10: no duplicated input).
+    DuplicateInputOnRetry,
+    /// The no-progress guards are off: compaction runs however little it reclaims, on a
+    /// source already compacted, and past the per-input limit (seed 000 §No-progress guard).
+    LoopCompaction,
+    /// Every compaction failure is reported as `summarizer_failed` (seed 004 P3).
+    MistypeFailureReason,
+    /// The summarizer is handed no redaction, so secrets reach the checkpoint
+    /// (invariant 7).
+    LeakSecret,
+    /// A stored checkpoint rejected on open is reused anyway (validation skipped).
+    TrustStaleCheckpoint,
+    /// A request over budget drops all earlier history instead of compacting it: no
+    /// checkpoint, no recap (seed 004 oversized newest turn).
+    EmptyRecap,
+    /// Summaries and tool-output projections drop `archive://` references (seed 004 P1).
+    DropArchiveRefs,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 19] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
         Mutation::DropHistory,
         Mutation::DropInstructions,
+        Mutation::SilentOverBudgetCompact,
+        Mutation::MutateTranscript,
+        Mutation::SplitToolPairs,
+        Mutation::KeepApprovalClaims,
+        Mutation::MemoryAboveInstructions,
+        Mutation::ReloadInstructionsPerAttempt,
+        Mutation::RetryTwice,
+        Mutation::DuplicateInputOnRetry,
+        Mutation::LoopCompaction,
+        Mutation::MistypeFailureReason,
+        Mutation::LeakSecret,
+        Mutation::TrustStaleCheckpoint,
+        Mutation::EmptyRecap,
+        Mutation::DropArchiveRefs,
     ];
 
     /// kebab-case name.
@@ -41,6 +118,44 @@ impl Mutation {
             Mutation::UntypedLimitReason => "untyped-limit-reason",
             Mutation::DropHistory => "drop-history",
             Mutation::DropInstructions => "drop-instructions",
+            Mutation::SilentOverBudgetCompact => "silent-over-budget-compact",
+            Mutation::MutateTranscript => "mutate-transcript",
+            Mutation::SplitToolPairs => "split-tool-pairs",
+            Mutation::KeepApprovalClaims => "keep-approval-claims",
+            Mutation::MemoryAboveInstructions => "memory-above-instructions",
+            Mutation::ReloadInstructionsPerAttempt => "reload-instructions-per-attempt",
+            Mutation::RetryTwice => "retry-twice",
+            Mutation::DuplicateInputOnRetry => "duplicate-input-on-retry",
+            Mutation::LoopCompaction => "loop-compaction",
+            Mutation::MistypeFailureReason => "mistype-failure-reason",
+            Mutation::LeakSecret => "leak-secret",
+            Mutation::TrustStaleCheckpoint => "trust-stale-checkpoint",
+            Mutation::EmptyRecap => "empty-recap",
+            Mutation::DropArchiveRefs => "drop-archive-refs",
         }
+    }
+
+    /// The mutation with this kebab-case name.
+    pub fn from_name(name: &str) -> Option<Mutation> {
+        Mutation::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        let mut seen = std::collections::HashSet::new();
+        for m in Mutation::ALL {
+            assert!(seen.insert(m.as_str()), "duplicate name {}", m.as_str());
+            assert_eq!(Mutation::from_name(m.as_str()), Some(m));
+            assert_eq!(
+                serde_json::to_value(m).unwrap(),
+                serde_json::Value::String(m.as_str().into())
+            );
+        }
+        assert_eq!(Mutation::from_name("no-such-mutation"), None);
     }
 }

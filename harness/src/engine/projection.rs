@@ -5,6 +5,11 @@
 //! recent verbatim conversation; the current user request; then this run's continuation
 //! (assistant tool calls and tool results). Tool definitions travel beside the messages.
 //! The transcript itself is never touched: a projection is derived, not stored.
+//!
+//! Estimates are calibrated (seed 000 §Estimation accuracy): the engine compares each
+//! preflight estimate with the provider-reported input and scales later estimates by the
+//! learned ratio (never below 1), so a tokenizer the estimator does not match cannot keep
+//! undercounting into the safety buffer.
 
 use ctxbench_adapters::estimate::RequestEstimator;
 use ctxbench_adapters::{ContentHash, Message, ModelRequest, ToolDefinition};
@@ -33,6 +38,8 @@ pub struct ProjectionInput<'a> {
     pub requested_output: u64,
     /// Safety buffer.
     pub buffer: u64,
+    /// Calibration factor learned from provider usage (≥ 1; 1 = the raw estimator).
+    pub calibration: f64,
 }
 
 /// A request and its estimated budget.
@@ -44,6 +51,8 @@ pub struct Projection {
     pub budget: BudgetBreakdown,
     /// Verbatim transcript messages included (history + current turn).
     pub retained_messages: u64,
+    /// The estimator's raw total before calibration.
+    pub raw_total: u64,
 }
 
 /// Build the request and estimate every category with the (cached) estimator.
@@ -76,6 +85,17 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
     }
     budget.tool_schemas = estimator.tools_tokens(input.tools);
     budget.framing = RequestEstimator::request_priming();
+    let raw_total = budget.with_total().total;
+    if input.calibration > 1.0 {
+        let scale = |x: u64| (x as f64 * input.calibration).ceil() as u64;
+        budget.instructions = scale(budget.instructions);
+        budget.memory = scale(budget.memory);
+        budget.recent_tail = scale(budget.recent_tail);
+        budget.current_request = scale(budget.current_request);
+        budget.continuation = scale(budget.continuation);
+        budget.tool_schemas = scale(budget.tool_schemas);
+        budget.framing = scale(budget.framing);
+    }
     let budget = budget.with_total();
     Projection {
         request: ModelRequest {
@@ -86,6 +106,7 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
         },
         budget,
         retained_messages: (input.history.len() + input.current.len()) as u64,
+        raw_total,
     }
 }
 

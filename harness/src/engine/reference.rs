@@ -17,6 +17,7 @@
 //!   `limit_reached` instead. One clean provider overflow (no visible output) is recovered
 //!   by compacting to a tighter target and retrying the same admitted input once.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ use super::events::{Budgeted, CompactionCompleted, EngineEvent};
 use super::mutants::Mutation;
 use super::projection::{project, Projection, ProjectionInput};
 use super::summarize::extractive::ExtractiveSummarizer;
+use super::summarize::model::ModelSummarizer;
+use super::summarize::native::NativeSummarizer;
 use super::summarize::{Summarizer, SummaryContent, SummaryRequest};
 use super::tool_projection::project_tool_outputs;
 use super::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo, TurnOutcome};
@@ -102,14 +105,23 @@ pub struct ReferenceEngine {
     summarizer: Box<dyn Summarizer>,
     summarizer_calls: u64,
     checkpoint_writes: u64,
+    /// provider input ÷ raw estimate, smoothed; 1.0 until the first usage report.
+    calibration: f64,
 }
 
-fn summarizer_for(strategy: SummaryStrategy) -> Result<Box<dyn Summarizer>, EngineError> {
-    match strategy {
-        SummaryStrategy::Extractive => Ok(Box::new(ExtractiveSummarizer)),
-        other => Err(EngineError::Unsupported(format!(
-            "checkpoint strategy `{other:?}` is not available in this build yet"
-        ))),
+fn summarizer_for(config: &EngineConfig) -> Box<dyn Summarizer> {
+    match config.context.strategy {
+        SummaryStrategy::Extractive => Box::new(ExtractiveSummarizer),
+        SummaryStrategy::Model => {
+            // The summarization request must fit the window with its own output allowance.
+            let max_input = crate::budget::available_input(
+                config.model.context_window,
+                config.context.summary_target_tokens,
+                config.context.buffer_tokens,
+            );
+            Box::new(ModelSummarizer::new(max_input))
+        }
+        SummaryStrategy::Native => Box::new(NativeSummarizer),
     }
 }
 
@@ -118,7 +130,7 @@ impl ReferenceEngine {
     pub fn create(config: EngineConfig) -> Result<Self, EngineError> {
         let session = Session::create(&config.session_dir)?;
         let estimator = Arc::new(RequestEstimator::new(config.model.estimator));
-        let summarizer = summarizer_for(config.context.strategy)?;
+        let summarizer = summarizer_for(&config);
         let redactor = Redactor::new(&config.redact);
         Ok(ReferenceEngine {
             config,
@@ -128,6 +140,7 @@ impl ReferenceEngine {
             summarizer,
             summarizer_calls: 0,
             checkpoint_writes: 0,
+            calibration: 1.0,
         })
     }
 
@@ -154,14 +167,12 @@ impl ReferenceEngine {
         }
     }
 
-    fn load_instructions(&self) -> Result<InstructionSnapshot, TurnOutcome> {
+    fn load_instructions(&self) -> Result<InstructionSnapshot, String> {
         InstructionSnapshot::load(&self.config.instructions_path).map_err(|e| {
-            TurnOutcome::Errored {
-                detail: format!(
-                    "instruction file {}: {e}",
-                    self.config.instructions_path.display()
-                ),
-            }
+            format!(
+                "instruction file {}: {e}",
+                self.config.instructions_path.display()
+            )
         })
     }
 
@@ -205,9 +216,10 @@ impl ReferenceEngine {
             let (p, n) = project_tool_outputs(&combined, history.len() + protect, &self.estimator);
             let cur = p[history.len()..].to_vec();
             let hist = p[..history.len()].to_vec();
-            (hist, cur, n)
+            (Cow::Owned(hist), Cow::Owned(cur), n)
         } else {
-            (history.to_vec(), current.to_vec(), 0)
+            // No copy of the history when nothing is rewritten.
+            (Cow::Borrowed(history), Cow::Borrowed(current), 0)
         };
         let memory = checkpoint.map(|c| {
             let m = c.memory_message();
@@ -225,6 +237,7 @@ impl ReferenceEngine {
                 window: self.config.model.context_window,
                 requested_output: self.requested_output(),
                 buffer: self.config.context.buffer_tokens,
+                calibration: self.calibration,
             },
             &self.estimator,
         );
@@ -344,6 +357,19 @@ impl ReferenceEngine {
                 events.emit(EngineEvent::CheckpointRejected { reason });
             }
         }
+    }
+
+    /// Learn provider input ÷ raw estimate (exponentially smoothed, never below 1).
+    fn learn_calibration(&mut self, raw_estimate: u64, provider_input: u64) {
+        if raw_estimate == 0 || provider_input == 0 {
+            return;
+        }
+        let ratio = provider_input as f64 / raw_estimate as f64;
+        self.calibration = if self.calibration == 1.0 {
+            ratio.max(1.0)
+        } else {
+            (0.5 * self.calibration + 0.5 * ratio).max(1.0)
+        };
     }
 
     fn limit(
@@ -674,10 +700,10 @@ impl ReferenceEngine {
         }
         let snapshot = match self.load_instructions() {
             Ok(s) => s,
-            Err(_) => {
+            Err(detail) => {
                 return CompactionOutcome::Failed {
                     reason: "instructions_unreadable".into(),
-                    detail: format!("{}", self.config.instructions_path.display()),
+                    detail,
                 }
             }
         };
@@ -831,6 +857,7 @@ impl ReferenceEngine {
                 }
                 match provider.complete(&projection.request).await {
                     Ok(r) => {
+                        self.learn_calibration(projection.raw_total, r.usage.input_tokens);
                         events.emit(EngineEvent::Usage {
                             round,
                             attempt,
@@ -978,7 +1005,7 @@ impl SystemUnderTest for ReferenceEngine {
         // Reload and freeze the instructions for this run.
         let snapshot = match self.load_instructions() {
             Ok(s) => s,
-            Err(o) => return o,
+            Err(detail) => return TurnOutcome::Errored { detail },
         };
         events.emit(EngineEvent::RunStarted {
             mode: self.config.mode.as_str().into(),
@@ -1020,6 +1047,7 @@ impl SystemUnderTest for ReferenceEngine {
         let session = Session::open(&self.config.session_dir)?;
         self.session = session;
         self.estimator = Arc::new(RequestEstimator::new(self.config.model.estimator));
+        self.calibration = 1.0;
         events.emit(EngineEvent::SessionRestored {
             messages: self.session.entries().len() as u64,
             transcript_hash: self.session.chain_head().to_hex(),

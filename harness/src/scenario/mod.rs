@@ -6,7 +6,8 @@
 //! 1. **Load** ([`load_str`], [`load_file`], [`load_suite`]): size cap, strict parse with
 //!    serde-saphyr under fixed resource limits (unknown keys are errors everywhere), then
 //!    every cross-check — undefined facts, unknown tools and graders, budgets that cannot
-//!    work, turn grouping, expansion bounds. All problems of a file are reported together,
+//!    work, turn grouping, expansion bounds, fault shapes, summary defects that could never
+//!    apply, checkpoint corruption with no restart to notice it. All problems of a file are reported together,
 //!    each with file, line, column, what was expected and the source line ([`Diagnostics`]).
 //! 2. **Instantiate** ([`Scenario::instantiate`]): expand repeat blocks, substitute
 //!    placeholders, generate seeded filler, group steps into turns, and build the fake

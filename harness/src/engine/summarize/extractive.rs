@@ -133,6 +133,8 @@ struct Item {
     text: String,
     score: i64,
     routine_key: Option<String>,
+    /// Which message (or previous-summary line) it came from, for the per-message cap.
+    source: usize,
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -181,6 +183,7 @@ fn sentence_item(turn: usize, role: &'static str, seq: usize, sentence: &str) ->
             text: OMISSION_MARKER.into(),
             score: 1,
             routine_key: Some(format!("{role}:omitted")),
+            source: 0,
         };
     }
     let mut score = base_score(role);
@@ -209,6 +212,7 @@ fn sentence_item(turn: usize, role: &'static str, seq: usize, sentence: &str) ->
         text,
         score,
         routine_key: Some(format!("{role}:{normalized}")),
+        source: 0,
     }
 }
 
@@ -246,15 +250,18 @@ fn previous_items(summary: &str, seq: &mut usize) -> Vec<Item> {
                     text: body.to_string(),
                     score: if role == "archive" { 90 } else { 35 },
                     routine_key: None,
+                    source: *seq,
                 });
             }
             _ => {
+                let line_source = *seq + 1;
                 for s in sentences(body) {
                     *seq += 1;
                     // Already-labelled historical sentences are kept as they are; what
                     // survived one checkpoint ranks a little higher in the next.
                     let mut item = sentence_item(turn, role, *seq, &s);
                     item.score += 10;
+                    item.source = line_source;
                     if s.starts_with("(historical") {
                         item.text = s.clone();
                     }
@@ -329,11 +336,15 @@ pub fn extract(req: &SummaryRequest<'_>) -> String {
                     ),
                     score: 0,
                     routine_key: Some("tool:result".into()),
+                    source: seq,
                 });
+                let source = seq;
                 for s in sentences(&m.content) {
                     if claims().is_match(&s) {
                         seq += 1;
-                        items.push(sentence_item(turn, role, seq, &s));
+                        let mut item = sentence_item(turn, role, seq, &s);
+                        item.source = source;
+                        items.push(item);
                     }
                 }
             }
@@ -341,9 +352,23 @@ pub fn extract(req: &SummaryRequest<'_>) -> String {
                 for call in &m.tool_calls {
                     path_like(&call.arguments, &mut files);
                 }
-                for s in sentences(&m.content) {
+                let all = sentences(&m.content);
+                let n = all.len();
+                let source = seq + 1;
+                for (k, s) in all.iter().enumerate() {
                     seq += 1;
-                    items.push(sentence_item(turn, role, seq, &s));
+                    let mut item = sentence_item(turn, role, seq, s);
+                    item.source = source;
+                    // In a long message (a pasted report, a log) the author's own framing
+                    // sits at the start and the end; the bulk in between ranks lower.
+                    if n > 4 {
+                        if k == 0 || k + 2 >= n {
+                            item.score += 25;
+                        } else {
+                            item.score -= 25;
+                        }
+                    }
+                    items.push(item);
                 }
             }
         }
@@ -418,12 +443,21 @@ pub fn extract(req: &SummaryRequest<'_>) -> String {
             .then(kept[b].seq.cmp(&kept[a].seq))
     });
     let mut chosen = vec![false; kept.len()];
+    // No single message may take more than a quarter of the budget: space is allocated
+    // across every eligible message, so one huge paste cannot evict everything else.
+    let per_source_cap = (budget / 4).max(64);
+    let mut per_source: HashMap<usize, u64> = HashMap::new();
     for i in order {
         // Cost of the sentence plus a share of its line's prefix.
         let t = req.estimator.count_text(&kept[i].text) + 2;
         if used + t > budget {
             continue;
         }
+        let src = per_source.entry(kept[i].source).or_default();
+        if *src + t > per_source_cap {
+            continue;
+        }
+        *src += t;
         used += t;
         chosen[i] = true;
     }
