@@ -80,6 +80,45 @@ expect:
   outcome: {limit_reached: {before_provider_call: true}}
 "#;
 
+/// Enough history for two compactions, with a restart in between.
+pub const COMPACTING: &str = r#"
+id: compacting
+title: Compacting
+model: {context_window: 4096, max_output: 256}
+context: {reserved_output_tokens: 256, buffer_tokens: 512, recent_tail_tokens: 600, summary_target_tokens: 200}
+instructions: "You are a coding agent."
+tools:
+  - name: read_file
+    description: Read a file.
+    parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+facts:
+  - id: db
+    states: "All storage must use PostgreSQL 16."
+    question: "Which database must all storage use?"
+    expect: {contains: PostgreSQL}
+script:
+  - user: "Start. {fact:db}"
+  - assistant: "Noted."
+  - repeat: 6
+    steps:
+      - user: "Read part {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/p{i}.rs"}}
+            result: {filler: {tokens: 400, kind: code}}
+      - assistant: "Read part {i}."
+  - restart: {}
+  - repeat: 6
+    steps:
+      - user: "Read more {i}."
+      - tool_calls:
+          - call: {name: read_file, args: {path: "src/q{i}.rs"}}
+            result: {filler: {tokens: 400, kind: code}}
+      - assistant: "Read more {i}."
+  - probe: [db]
+expect:
+  outcome: any
+"#;
+
 /// Load `yaml`, run trial 0 in `mode` with an optional mutation, and judge it.
 pub async fn judge_with(
     yaml: &str,
@@ -99,4 +138,33 @@ pub async fn judge_with(
     let record = run_trial(&spec, dir.path()).await;
     let judgement = Graders.judge(&scenario, &record);
     (record, judgement)
+}
+
+/// Load `yaml`, run trial 0 in `mode` with an optional mutation, and apply one grader
+/// (whether or not the scenario lists it).
+pub async fn grade_with(
+    yaml: &str,
+    mode: Mode,
+    mutation: Option<Mutation>,
+    grader: &str,
+) -> (TrialRecord, ctxbench_harness::storage::schema::Verdict) {
+    let scenario = Arc::new(load_str("test.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
+    let spec = TrialSpec {
+        scenario: scenario.clone(),
+        mode,
+        trial: 0,
+        run_seed: 1,
+        provider: ProviderSpec::Fake,
+        mutation,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_trial(&spec, dir.path()).await;
+    let g = crate::grader(grader).unwrap_or_else(|| panic!("no grader `{grader}`"));
+    let null = serde_json::Value::Null;
+    let v = g.grade(&crate::GradeContext {
+        scenario: &scenario,
+        record: &record,
+        params: &null,
+    });
+    (record, v)
 }

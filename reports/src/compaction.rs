@@ -271,7 +271,11 @@ mod tests {
     fn counts_and_sums_with_lenient_payloads() {
         let mut t = TrialCompaction::default();
         let events = [
-            ev(1, "context.compaction.started", json!({"trigger": "manual"})),
+            ev(
+                1,
+                "context.compaction.started",
+                json!({"trigger": "manual"}),
+            ),
             ev(
                 2,
                 "context.compaction.completed",

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
+use crate::compaction::CompactionIndex;
 use crate::error::{ExportError, ReportError};
 use crate::gates::GateReport;
 use crate::read::RunData;
@@ -34,14 +35,17 @@ pub struct ReportData<'a> {
     pub summary_frame: DataFrame,
     /// Gate results.
     pub gates: GateReport,
+    /// Per-trial compaction counters and events (from `events.jsonl`).
+    pub compaction: CompactionIndex,
 }
 
 impl<'a> ReportData<'a> {
     /// Builds every frame and aggregate of the report from `run`.
     pub fn build(run: &'a RunData, gates: &crate::GatesFile) -> Result<Self, ReportError> {
+        let compaction = CompactionIndex::build(run);
         let requests = crate::frames::requests_frame(run)?;
-        let trials = crate::frames::trials_frame(run, &requests)?;
-        let summary = crate::summary::summarize(&trials, &requests)?;
+        let trials = crate::frames::trials_frame(run, &requests, &compaction)?;
+        let summary = crate::summary::summarize(run, &trials, &requests, &compaction)?;
         let summary_frame = crate::summary::summary_frame(&summary)?;
         let gates = crate::gates::evaluate_with(run, Ok(&requests), gates);
         Ok(ReportData {
@@ -51,6 +55,7 @@ impl<'a> ReportData<'a> {
             summary,
             summary_frame,
             gates,
+            compaction,
         })
     }
 }

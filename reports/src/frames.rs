@@ -435,7 +435,9 @@ pub fn trials_frame(
         column("compaction_unchanged", cu(|c| c.unchanged)),
         column(
             "compaction_failure_reasons",
-            cs.iter().map(|c| c.reasons_joined()).collect::<Vec<String>>(),
+            cs.iter()
+                .map(|c| c.reasons_joined())
+                .collect::<Vec<String>>(),
         ),
         column("reclaimed_tokens", cu(|c| c.reclaimed_tokens)),
         column("summary_tokens", cu(|c| c.summary_tokens)),
@@ -469,26 +471,22 @@ pub fn trials_frame(
         .and(col("attempt").gt_eq(lit(2u32)))
         .and(col("retry_reason").eq(lit(RETRY_PROVIDER_OVERFLOW)))
         .fill_null(lit(false));
-    let counts = requests
-        .clone()
-        .lazy()
-        .group_by([col("trial_id")])
-        .agg([
-            summary
-                .clone()
-                .cast(DataType::UInt64)
-                .sum()
-                .alias("summary_requests"),
-            col("provider_input_tokens")
-                .filter(summary)
-                .sum()
-                .cast(DataType::UInt64)
-                .alias("summary_input_tokens"),
-            recovery
-                .cast(DataType::UInt64)
-                .sum()
-                .alias("overflow_recoveries"),
-        ]);
+    let counts = requests.clone().lazy().group_by([col("trial_id")]).agg([
+        summary
+            .clone()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias("summary_requests"),
+        col("provider_input_tokens")
+            .filter(summary)
+            .sum()
+            .cast(DataType::UInt64)
+            .alias("summary_input_tokens"),
+        recovery
+            .cast(DataType::UInt64)
+            .sum()
+            .alias("overflow_recoveries"),
+    ]);
     let order = trial_columns(&graders);
     let out = df
         .lazy()
@@ -505,8 +503,12 @@ pub fn trials_frame(
             JoinArgs::new(JoinType::Left),
         )
         .with_columns(
-            ["summary_requests", "summary_input_tokens", "overflow_recoveries"]
-                .map(|c| col(c).fill_null(lit(0u64)).cast(DataType::UInt64)),
+            [
+                "summary_requests",
+                "summary_input_tokens",
+                "overflow_recoveries",
+            ]
+            .map(|c| col(c).fill_null(lit(0u64)).cast(DataType::UInt64)),
         )
         .sort(["_row"], SortMultipleOptions::default())
         .select(order.iter().map(|c| col(c.as_str())).collect::<Vec<_>>())

@@ -1007,7 +1007,10 @@ pub(crate) fn pair_steps(
         .join(b.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
         .filter(col("base").gt(lit(0.0)))
         .with_column((lit(1.0) - col("cand") / col("base")).alias("reduction"))
-        .sort(["scenario", "trial", "step"], SortMultipleOptions::default())
+        .sort(
+            ["scenario", "trial", "step"],
+            SortMultipleOptions::default(),
+        )
         .collect()?;
     Ok(Pairing {
         paired,

@@ -15,6 +15,7 @@ use std::io::{self, Write};
 use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, TrialRow, VerdictStatus};
 
+use crate::compaction::{TrialCompaction, COMPACTION_EVENTS_SHOWN};
 use crate::error::ExportError;
 use crate::export::{Exporter, ReportData};
 use crate::frames::verdict_str;
@@ -120,6 +121,7 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .s-not_evaluated,.s-skip{color:#b06000;font-weight:bold}
 .cand{background:#eef3fd}
 ul.ev{margin:.2em 0;padding-left:1.2em}
+tr.cx>td{background:#fafafa}table.sub{width:auto;font-size:12px;margin:.3em 0}
 pre{background:#f7f7f7;padding:.5em;overflow:auto;white-space:pre-wrap}
 footer{margin-top:2em;color:#777;font-size:12px}
 ";
@@ -265,7 +267,7 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     }
     h.raw("</tr></thead>\n<tbody>\n")?;
     type Cell = fn(&SummaryRow) -> String;
-    let metrics: [(&str, Cell); 14] = [
+    let metrics: [(&str, Cell); 21] = [
         ("trials", |r| r.trials.to_string()),
         ("errored", |r| r.errored.to_string()),
         ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
@@ -286,6 +288,33 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         ("…without warning", |r| r.over_budget_unwarned.to_string()),
         ("provider overflows", |r| r.provider_overflows.to_string()),
         ("limit stops", |r| r.limit_stops.to_string()),
+        ("compactions / trial", |r| opt(r.compactions_per_trial, 2)),
+        ("compaction failures (by reason)", |r| {
+            if r.compaction_failure_reasons.is_empty() {
+                r.compaction_failures.to_string()
+            } else {
+                format!(
+                    "{} ({})",
+                    r.compaction_failures,
+                    r.compaction_failure_reasons.replace(';', ", ")
+                )
+            }
+        }),
+        ("reclaimed tokens / compaction", |r| {
+            opt(r.reclaimed_per_compaction, 0)
+        }),
+        ("summary tokens / compaction", |r| {
+            opt(r.summary_tokens_mean, 0)
+        }),
+        ("summary requests (input tokens)", |r| {
+            format!("{} ({})", r.summary_requests, r.summary_input_tokens)
+        }),
+        ("token reduction vs off (long-session, median)", |r| {
+            pct(r.token_reduction_vs_off)
+        }),
+        ("token reduction vs warn (long-session, median)", |r| {
+            pct(r.token_reduction_vs_warn)
+        }),
     ];
     for (label, cell) in metrics {
         h.raw("<tr>")?;
@@ -312,6 +341,8 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         "over budget (unwarned)",
         "overflows",
         "limit stops",
+        "compactions",
+        "reduction vs off",
     ])?;
     h.raw("<tbody>\n")?;
     for r in data.summary.iter().filter(|r| !r.is_suite()) {
@@ -334,6 +365,8 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         ))?;
         h.td_num(&r.provider_overflows.to_string())?;
         h.td_num(&r.limit_stops.to_string())?;
+        h.td_num(&r.compactions.to_string())?;
+        h.td_num(&pct(r.token_reduction_vs_off))?;
         h.raw("</tr>\n")?;
     }
     h.raw("</tbody>\n</table>\n")
@@ -354,6 +387,7 @@ fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     h.raw("<tbody>\n")?;
     for t in &data.run.trials {
         trial_row(h, t, data.gates.candidate)?;
+        compaction_events(h, data.compaction.get(&t.trial_id))?;
     }
     h.raw("</tbody>\n</table>\n")
 }
@@ -412,6 +446,63 @@ fn trial_row(h: &mut Html<'_>, t: &TrialRow, candidate: Mode) -> io::Result<()> 
         h.raw("</div>")?;
     }
     h.raw("</td></tr>\n")
+}
+
+/// Columns of a trial's drill-down row (the colspan of its compaction-events cell).
+const TRIAL_TABLE_COLUMNS: &str = "8";
+
+/// A row under the trial's row with a small table of its compaction and checkpoint events
+/// (the first [`COMPACTION_EVENTS_SHOWN`], the rest counted); nothing when it had none.
+fn compaction_events(h: &mut Html<'_>, c: &TrialCompaction) -> io::Result<()> {
+    if c.events.is_empty() {
+        return Ok(());
+    }
+    h.raw("<tr class=\"cx\"><td colspan=\"")?;
+    h.raw(TRIAL_TABLE_COLUMNS)?;
+    h.raw("\"><b>compaction events</b> (")?;
+    h.text(&format!(
+        "{} completed, {} failed, {} unchanged",
+        c.completed, c.failed, c.unchanged
+    ))?;
+    h.raw(")\n<table class=\"sub\">\n")?;
+    h.header_row(&[
+        "step",
+        "trigger",
+        "outcome",
+        "reason",
+        "checkpoint id",
+        "range",
+        "reclaimed",
+        "summary tokens",
+    ])?;
+    h.raw("<tbody>\n")?;
+    let dash = || "—".to_string();
+    for e in c.events.iter().take(COMPACTION_EVENTS_SHOWN) {
+        h.raw("<tr>")?;
+        h.td_num(&e.step.to_string())?;
+        h.td(e.trigger.as_deref().unwrap_or("—"))?;
+        h.td(e.outcome)?;
+        h.td(&e.reason.as_deref().map(bounded).unwrap_or_else(dash))?;
+        h.td(&e.checkpoint_id.as_deref().map(bounded).unwrap_or_else(dash))?;
+        h.td_num(
+            &e.range
+                .map(|(a, b)| format!("{a}–{b}"))
+                .unwrap_or_else(dash),
+        )?;
+        h.td_num(
+            &e.reclaimed_tokens
+                .map(|v| v.to_string())
+                .unwrap_or_else(dash),
+        )?;
+        h.td_num(&e.summary_tokens.map(|v| v.to_string()).unwrap_or_else(dash))?;
+        h.raw("</tr>\n")?;
+    }
+    if c.events.len() > COMPACTION_EVENTS_SHOWN {
+        h.raw("<tr><td colspan=\"8\">… ")?;
+        h.text(&(c.events.len() - COMPACTION_EVENTS_SHOWN).to_string())?;
+        h.raw(" more (see events.jsonl)</td></tr>\n")?;
+    }
+    h.raw("</tbody>\n</table></td></tr>\n")
 }
 
 fn evidence(h: &mut Html<'_>, e: &Evidence) -> io::Result<()> {
@@ -490,12 +581,15 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     }
     h.raw("</tbody>\n</table>\n<p>")?;
     h.text(&format!(
-        "{} trials and {} requests read; {} torn line(s), {} orphan and {} superseded request row(s) skipped.",
+        "{} trials, {} requests and {} compaction-related events read; {} torn line(s), {} orphan and {} superseded request row(s), {} orphan and {} superseded event(s) skipped.",
         run.trials.len(),
         run.requests.len(),
+        run.events.len(),
         run.torn_lines,
         run.orphan_requests,
-        run.duplicate_requests
+        run.duplicate_requests,
+        run.orphan_events,
+        run.duplicate_events
     ))?;
     h.raw("</p>\n<h3>Scenarios</h3>\n<table>\n")?;
     h.header_row(&["id", "title", "tags", "modes", "source", "sha256"])?;

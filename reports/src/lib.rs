@@ -36,6 +36,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod compaction;
 pub mod error;
 pub mod export;
 pub mod frames;

@@ -12,17 +12,38 @@
 //!   count), per request, linear interpolation;
 //! - `est_error_mean_abs` is the mean of `abs_error`; `est_rel_error_p50/p95` are
 //!   percentiles of |`rel_error`|; `est_bias` is the mean signed `rel_error` (negative =
-//!   the estimator undercounts).
+//!   the estimator undercounts) — all over **turn** requests only (`purpose = turn`), as
+//!   are `over_budget_sent` / `over_budget_unwarned`: a summarization request carries no
+//!   engine budget and is compaction cost (`summary_requests`, `summary_input_tokens`);
+//! - compaction columns are sums of the trial columns, with `compactions_per_trial` the
+//!   mean over the group's trials and `reclaimed_per_compaction` / `summary_tokens_mean`
+//!   per completed compaction;
+//! - `token_reduction_vs_off` / `_vs_warn` is the median over (scenario, trial, step)
+//!   pairs of 1 − mode/baseline, paired exactly as the `token_reduction_vs_off` gate pairs
+//!   ([`crate::gates`]); suite rows use the scenarios tagged [`LONG_SESSION_TAG`], scenario
+//!   rows every step of that scenario.
+
+use std::collections::{BTreeMap, HashMap};
 
 use ctxbench_harness::mode::Mode;
 use polars::prelude::*;
 use serde::Serialize;
 
+use crate::compaction::{reason_counts, CompactionIndex};
 use crate::error::ReportError;
+use crate::frames::is_turn;
+use crate::gates::{median_reduction, pair_steps, tagged_scenarios};
+use crate::read::RunData;
 use crate::stats::{Proportion, QUANTILE_METHOD};
 
 /// `scope` value of the per-mode rows.
 pub const SUITE_SCOPE: &str = "suite";
+
+/// Tag of the scenarios the suite rows' token-reduction columns are computed on.
+pub const LONG_SESSION_TAG: &str = "long-session";
+
+/// Baselines of the `token_reduction_vs_<mode>` columns.
+pub const REDUCTION_BASELINES: [Mode; 2] = [Mode::Off, Mode::Warn];
 
 /// Columns of `summary.csv`, in order.
 pub const SUMMARY_COLUMNS: &[&str] = &[
@@ -47,6 +68,44 @@ pub const SUMMARY_COLUMNS: &[&str] = &[
     "over_budget_unwarned",
     "provider_overflows",
     "limit_stops",
+    "compactions",
+    "compactions_per_trial",
+    "compaction_failures",
+    "compaction_failure_reasons",
+    "compaction_unchanged",
+    "reclaimed_tokens",
+    "reclaimed_per_compaction",
+    "summary_tokens",
+    "summary_tokens_mean",
+    "summarizer_calls",
+    "summary_requests",
+    "summary_input_tokens",
+    "checkpoint_rejections",
+    "checkpoint_reuses",
+    "tool_output_projections",
+    "overflow_recoveries",
+    "no_progress_stops",
+    "token_reduction_vs_off",
+    "token_reduction_vs_warn",
+];
+
+/// Trial columns summed into the summary row of the same name.
+const SUMMED_TRIAL_COLUMNS: [&str; 15] = [
+    "provider_overflows",
+    "limit_stops",
+    "compactions",
+    "compaction_failures",
+    "compaction_unchanged",
+    "reclaimed_tokens",
+    "summary_tokens",
+    "summarizer_calls",
+    "summary_requests",
+    "summary_input_tokens",
+    "checkpoint_rejections",
+    "checkpoint_reuses",
+    "tool_output_projections",
+    "overflow_recoveries",
+    "no_progress_stops",
 ];
 
 /// One row of `summary.csv`.
@@ -86,6 +145,44 @@ pub struct SummaryRow {
     pub provider_overflows: u64,
     /// Context-limit stops (sum of trial counters).
     pub limit_stops: u64,
+    /// Completed compactions.
+    pub compactions: u64,
+    /// Mean completed compactions per trial.
+    pub compactions_per_trial: Option<f64>,
+    /// Failed compactions.
+    pub compaction_failures: u64,
+    /// Failed compactions by reason: `reason=count` sorted by reason, `;`-joined.
+    pub compaction_failure_reasons: String,
+    /// Compactions that changed nothing.
+    pub compaction_unchanged: u64,
+    /// Tokens reclaimed by completed compactions.
+    pub reclaimed_tokens: u64,
+    /// reclaimed_tokens / compactions; `None` without a completed compaction.
+    pub reclaimed_per_compaction: Option<f64>,
+    /// Memory-message tokens of completed compactions.
+    pub summary_tokens: u64,
+    /// summary_tokens / compactions; `None` without a completed compaction.
+    pub summary_tokens_mean: Option<f64>,
+    /// Summarizer model calls (completed and failed compactions).
+    pub summarizer_calls: u64,
+    /// Summarization requests sent (`purpose = summary`).
+    pub summary_requests: u64,
+    /// Their provider input tokens.
+    pub summary_input_tokens: u64,
+    /// Stored checkpoints rejected on load.
+    pub checkpoint_rejections: u64,
+    /// Stored checkpoints reused after a restart.
+    pub checkpoint_reuses: u64,
+    /// Requests with older tool outputs projected.
+    pub tool_output_projections: u64,
+    /// Retries sent after a provider overflow.
+    pub overflow_recoveries: u64,
+    /// Limit stops by the no-progress guard.
+    pub no_progress_stops: u64,
+    /// Median paired per-step reduction of input tokens against `off`.
+    pub token_reduction_vs_off: Option<f64>,
+    /// Median paired per-step reduction of input tokens against `warn`.
+    pub token_reduction_vs_warn: Option<f64>,
 }
 
 impl SummaryRow {
@@ -96,10 +193,64 @@ impl SummaryRow {
 }
 
 /// Computes the summary rows: first one per mode (in [`Mode::ALL`] order), then one per
-/// scenario × mode (scenario id order).
-pub fn summarize(trials: &DataFrame, requests: &DataFrame) -> Result<Vec<SummaryRow>, ReportError> {
+/// scenario × mode (scenario id order). `trials` and `requests` are the frames of
+/// [`crate::frames`]; failure reasons are counted from `compaction`, and the token
+/// reductions paired from `requests` (scenario tags from `run`).
+pub fn summarize(
+    run: &RunData,
+    trials: &DataFrame,
+    requests: &DataFrame,
+    compaction: &CompactionIndex,
+) -> Result<Vec<SummaryRow>, ReportError> {
     let mut rows = aggregate(trials, requests, &["mode"])?;
     rows.extend(aggregate(trials, requests, &["scenario", "mode"])?);
+
+    // Failure reasons with their counts, per (scope, mode).
+    let mut reasons: HashMap<(&str, Mode), BTreeMap<String, u64>> = HashMap::new();
+    for t in &run.trials {
+        let c = compaction.get(&t.trial_id);
+        for scope in [SUITE_SCOPE, t.scenario.as_str()] {
+            let m = reasons.entry((scope, t.mode)).or_default();
+            for (reason, n) in &c.failure_reasons {
+                *m.entry(reason.clone()).or_default() += n;
+            }
+        }
+    }
+    for r in &mut rows {
+        if let Some(m) = reasons.get(&(r.scope.as_str(), r.mode)) {
+            r.compaction_failure_reasons = reason_counts(m);
+        }
+    }
+
+    // Token reductions against each baseline.
+    let long = tagged_scenarios(run, LONG_SESSION_TAG);
+    let modes: Vec<Mode> = Mode::ALL
+        .iter()
+        .copied()
+        .filter(|m| rows.iter().any(|r| r.mode == *m))
+        .collect();
+    for base in REDUCTION_BASELINES {
+        for &mode in modes.iter().filter(|&&m| m != base) {
+            let suite = if long.is_empty() {
+                None
+            } else {
+                median_reduction(&pair_steps(requests, Some(&long), mode, base)?)?
+            };
+            let per_scenario = scenario_medians(requests, mode, base)?;
+            for r in rows.iter_mut().filter(|r| r.mode == mode) {
+                let v = if r.is_suite() {
+                    suite
+                } else {
+                    per_scenario.get(&r.scope).copied()
+                };
+                match base {
+                    Mode::Off => r.token_reduction_vs_off = v,
+                    _ => r.token_reduction_vs_warn = v,
+                }
+            }
+        }
+    }
+
     let mode_pos = |m: Mode| Mode::ALL.iter().position(|&x| x == m).unwrap_or(usize::MAX);
     rows.sort_by(|a, b| {
         (!a.is_suite(), &a.scope, mode_pos(a.mode)).cmp(&(
@@ -111,6 +262,34 @@ pub fn summarize(trials: &DataFrame, requests: &DataFrame) -> Result<Vec<Summary
     Ok(rows)
 }
 
+/// Median paired reduction of `mode` against `base`, per scenario.
+fn scenario_medians(
+    requests: &DataFrame,
+    mode: Mode,
+    base: Mode,
+) -> Result<HashMap<String, f64>, ReportError> {
+    let pairing = pair_steps(requests, None, mode, base)?;
+    let df = pairing
+        .paired
+        .lazy()
+        .group_by([col("scenario")])
+        .agg([col("reduction")
+            .quantile(lit(0.5), QUANTILE_METHOD)
+            .alias("median")])
+        .collect()?;
+    let ids = df
+        .column("scenario")?
+        .as_materialized_series()
+        .str()?
+        .clone();
+    let med = df.column("median")?.as_materialized_series().f64()?.clone();
+    Ok(ids
+        .iter()
+        .zip(med.iter())
+        .filter_map(|(id, m)| Some((id?.to_string(), m.filter(|v| v.is_finite())?)))
+        .collect())
+}
+
 fn aggregate(
     trials: &DataFrame,
     requests: &DataFrame,
@@ -119,40 +298,42 @@ fn aggregate(
     let key_exprs: Vec<Expr> = keys.iter().map(|k| col(*k)).collect();
     let errored = col("status").eq(lit("errored"));
     let graded = errored.clone().not();
-    let by_trial = trials.clone().lazy().group_by(key_exprs.clone()).agg([
-        len().cast(DataType::UInt64).alias("trials"),
-        col("passed")
-            .and(graded.clone())
-            .cast(DataType::UInt64)
-            .sum()
-            .alias("passed"),
-        errored.cast(DataType::UInt64).sum().alias("errored"),
-        col("recall_correct")
-            .filter(graded.clone())
-            .sum()
-            .cast(DataType::UInt64)
-            .alias("recall_correct"),
-        col("recall_total")
-            .filter(graded)
-            .sum()
-            .cast(DataType::UInt64)
-            .alias("recall_total"),
-        col("provider_overflows")
-            .sum()
-            .cast(DataType::UInt64)
-            .alias("provider_overflows"),
-        col("limit_stops")
-            .sum()
-            .cast(DataType::UInt64)
-            .alias("limit_stops"),
-    ]);
+    let by_trial = trials.clone().lazy().group_by(key_exprs.clone()).agg(
+        [
+            len().cast(DataType::UInt64).alias("trials"),
+            col("passed")
+                .and(graded.clone())
+                .cast(DataType::UInt64)
+                .sum()
+                .alias("passed"),
+            errored.cast(DataType::UInt64).sum().alias("errored"),
+            col("recall_correct")
+                .filter(graded.clone())
+                .sum()
+                .cast(DataType::UInt64)
+                .alias("recall_correct"),
+            col("recall_total")
+                .filter(graded)
+                .sum()
+                .cast(DataType::UInt64)
+                .alias("recall_total"),
+            col("compactions")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("compactions_per_trial"),
+        ]
+        .into_iter()
+        .chain(SUMMED_TRIAL_COLUMNS.map(|c| col(c).sum().cast(DataType::UInt64).alias(c)))
+        .collect::<Vec<_>>(),
+    );
 
     let input = col("provider_input_tokens").cast(DataType::Float64);
     let rel = col("rel_error");
     let abs_rel = when(rel.clone().lt(lit(0.0)))
         .then(lit(0.0) - rel.clone())
         .otherwise(rel.clone());
-    let over = col("sent").and(col("over_budget"));
+    let turn = is_turn();
+    let over = col("sent").and(col("over_budget")).and(turn.clone());
     let by_request = requests.clone().lazy().group_by(key_exprs.clone()).agg([
         input
             .clone()
@@ -162,17 +343,20 @@ fn aggregate(
             .quantile(lit(0.95), QUANTILE_METHOD)
             .alias("p95_input_tokens"),
         col("abs_error")
+            .filter(turn.clone())
             .cast(DataType::Float64)
             .mean()
             .alias("est_error_mean_abs"),
         abs_rel
             .clone()
+            .filter(turn.clone())
             .quantile(lit(0.5), QUANTILE_METHOD)
             .alias("est_rel_error_p50"),
         abs_rel
+            .filter(turn.clone())
             .quantile(lit(0.95), QUANTILE_METHOD)
             .alias("est_rel_error_p95"),
-        rel.mean().alias("est_bias"),
+        rel.filter(turn).mean().alias("est_bias"),
         over.clone()
             .cast(DataType::UInt64)
             .sum()
@@ -227,7 +411,11 @@ fn aggregate(
     };
     let (trials_n, passed, errored) = (u("trials")?, u("passed")?, u("errored")?);
     let (rc, rt) = (u("recall_correct")?, u("recall_total")?);
-    let (overflows, stops) = (u("provider_overflows")?, u("limit_stops")?);
+    let sums: HashMap<&str, Vec<Option<u64>>> = SUMMED_TRIAL_COLUMNS
+        .iter()
+        .map(|&c| Ok((c, u(c)?)))
+        .collect::<Result<_, ReportError>>()?;
+    let per_trial = f("compactions_per_trial")?;
     let (med, p95, mae) = (
         f("median_input_tokens")?,
         f("p95_input_tokens")?,
@@ -249,6 +437,10 @@ fn aggregate(
         let trials = trials_n[i].unwrap_or(0);
         let passed = passed[i].unwrap_or(0);
         let errored = errored[i].unwrap_or(0);
+        let sum = |c: &str| sums.get(c).and_then(|v| v[i]).unwrap_or(0);
+        let compactions = sum("compactions");
+        let per_compaction =
+            |total: u64| (compactions > 0).then(|| total as f64 / compactions as f64);
         rows.push(SummaryRow {
             scope: scopes[i].clone().unwrap_or_default(),
             mode,
@@ -265,8 +457,27 @@ fn aggregate(
             est_bias: finite(bias[i]),
             over_budget_sent: obs[i].unwrap_or(0),
             over_budget_unwarned: obu[i].unwrap_or(0),
-            provider_overflows: overflows[i].unwrap_or(0),
-            limit_stops: stops[i].unwrap_or(0),
+            provider_overflows: sum("provider_overflows"),
+            limit_stops: sum("limit_stops"),
+            compactions,
+            compactions_per_trial: finite(per_trial[i]),
+            compaction_failures: sum("compaction_failures"),
+            compaction_failure_reasons: String::new(),
+            compaction_unchanged: sum("compaction_unchanged"),
+            reclaimed_tokens: sum("reclaimed_tokens"),
+            reclaimed_per_compaction: per_compaction(sum("reclaimed_tokens")),
+            summary_tokens: sum("summary_tokens"),
+            summary_tokens_mean: per_compaction(sum("summary_tokens")),
+            summarizer_calls: sum("summarizer_calls"),
+            summary_requests: sum("summary_requests"),
+            summary_input_tokens: sum("summary_input_tokens"),
+            checkpoint_rejections: sum("checkpoint_rejections"),
+            checkpoint_reuses: sum("checkpoint_reuses"),
+            tool_output_projections: sum("tool_output_projections"),
+            overflow_recoveries: sum("overflow_recoveries"),
+            no_progress_stops: sum("no_progress_stops"),
+            token_reduction_vs_off: None,
+            token_reduction_vs_warn: None,
         });
     }
     Ok(rows)
@@ -316,6 +527,39 @@ pub fn summary_frame(rows: &[SummaryRow]) -> Result<DataFrame, ReportError> {
         n("over_budget_unwarned", cnt(|r| r.over_budget_unwarned)),
         n("provider_overflows", cnt(|r| r.provider_overflows)),
         n("limit_stops", cnt(|r| r.limit_stops)),
+        n("compactions", cnt(|r| r.compactions)),
+        c("compactions_per_trial", opt(|r| r.compactions_per_trial)),
+        n("compaction_failures", cnt(|r| r.compaction_failures)),
+        Column::new(
+            "compaction_failure_reasons".into(),
+            rows.iter()
+                .map(|r| r.compaction_failure_reasons.as_str())
+                .collect::<Vec<_>>(),
+        ),
+        n("compaction_unchanged", cnt(|r| r.compaction_unchanged)),
+        n("reclaimed_tokens", cnt(|r| r.reclaimed_tokens)),
+        c(
+            "reclaimed_per_compaction",
+            opt(|r| r.reclaimed_per_compaction),
+        ),
+        n("summary_tokens", cnt(|r| r.summary_tokens)),
+        c("summary_tokens_mean", opt(|r| r.summary_tokens_mean)),
+        n("summarizer_calls", cnt(|r| r.summarizer_calls)),
+        n("summary_requests", cnt(|r| r.summary_requests)),
+        n("summary_input_tokens", cnt(|r| r.summary_input_tokens)),
+        n("checkpoint_rejections", cnt(|r| r.checkpoint_rejections)),
+        n("checkpoint_reuses", cnt(|r| r.checkpoint_reuses)),
+        n(
+            "tool_output_projections",
+            cnt(|r| r.tool_output_projections),
+        ),
+        n("overflow_recoveries", cnt(|r| r.overflow_recoveries)),
+        n("no_progress_stops", cnt(|r| r.no_progress_stops)),
+        c("token_reduction_vs_off", opt(|r| r.token_reduction_vs_off)),
+        c(
+            "token_reduction_vs_warn",
+            opt(|r| r.token_reduction_vs_warn),
+        ),
     ];
     Ok(DataFrame::new(rows.len(), cols)?)
 }

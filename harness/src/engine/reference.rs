@@ -34,7 +34,7 @@ use super::compaction::{
 use super::events::{Budgeted, CompactionCompleted, EngineEvent};
 use super::mutants::Mutation;
 use super::projection::{project, Projection, ProjectionInput};
-use super::summarize::extractive::ExtractiveSummarizer;
+use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
 use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
 use super::summarize::{Summarizer, SummaryContent, SummaryRequest};
@@ -55,6 +55,10 @@ pub const MAX_ROUNDS_PER_TURN: u64 = 64;
 pub const REASON_MANDATORY: &str = "mandatory_context_exceeds_budget";
 /// Reason of a stop when compaction cannot bring the request under budget.
 pub const REASON_EXHAUSTED: &str = "context_exhausted";
+
+/// Compactions per input the `loop-compaction` mutant allows (a bound, so the broken
+/// variant still terminates).
+const MUTANT_LOOP_COMPACTIONS: u32 = 4 * MAX_COMPACTIONS_PER_TURN;
 
 /// Infrastructure faults a test harness injects into the engine (never answers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,7 +134,14 @@ impl ReferenceEngine {
     pub fn create(config: EngineConfig) -> Result<Self, EngineError> {
         let session = Session::create(&config.session_dir)?;
         let estimator = Arc::new(RequestEstimator::new(config.model.estimator));
-        let summarizer = summarizer_for(&config);
+        let summarizer = match config.mutation {
+            Some(m @ (Mutation::KeepApprovalClaims | Mutation::DropArchiveRefs))
+                if config.context.strategy == SummaryStrategy::Extractive =>
+            {
+                Box::new(MutantExtractive(m))
+            }
+            _ => summarizer_for(&config),
+        };
         let redactor = Redactor::new(&config.redact);
         Ok(ReferenceEngine {
             config,
@@ -186,6 +197,19 @@ impl ReferenceEngine {
         current_start: Option<usize>,
         prune: bool,
     ) -> (Projection, usize) {
+        self.project_inner(snapshot, checkpoint, current_start, prune, true)
+    }
+
+    /// [`Self::project_with`]; `keep_history: false` leaves out every message before the
+    /// current turn (only the `empty-recap` mutant asks for that).
+    fn project_inner(
+        &self,
+        snapshot: &InstructionSnapshot,
+        checkpoint: Option<&Checkpoint>,
+        current_start: Option<usize>,
+        prune: bool,
+        keep_history: bool,
+    ) -> (Projection, usize) {
         let entries = self.session.entries();
         let end = current_start.unwrap_or(entries.len());
         let mutation = self.config.mutation;
@@ -198,7 +222,7 @@ impl ReferenceEngine {
         } else {
             snapshot
         };
-        let history: &[Entry] = if mutation == Some(Mutation::DropHistory) {
+        let history: &[Entry] = if mutation == Some(Mutation::DropHistory) || !keep_history {
             &[]
         } else {
             &entries[covered..end]
@@ -213,7 +237,11 @@ impl ReferenceEngine {
                 .unwrap_or(current.len());
             let mut combined: Vec<Entry> = history.to_vec();
             combined.extend_from_slice(current);
-            let (p, n) = project_tool_outputs(&combined, history.len() + protect, &self.estimator);
+            let (mut p, n) =
+                project_tool_outputs(&combined, history.len() + protect, &self.estimator);
+            if mutation == Some(Mutation::DropArchiveRefs) {
+                mutant_drop_projection_refs(&mut p, &combined);
+            }
             let cur = p[history.len()..].to_vec();
             let hist = p[..history.len()].to_vec();
             (Cow::Owned(hist), Cow::Owned(cur), n)
@@ -226,7 +254,7 @@ impl ReferenceEngine {
             let h = m.content_hash();
             (m, h)
         });
-        let p = project(
+        let mut p = project(
             &ProjectionInput {
                 instructions: snapshot,
                 memory: memory.as_ref().map(|(m, h)| (m, *h)),
@@ -241,6 +269,9 @@ impl ReferenceEngine {
             },
             &self.estimator,
         );
+        if mutation == Some(Mutation::MemoryAboveInstructions) && checkpoint.is_some() {
+            mutant_memory_first(&mut p.request.messages);
+        }
         (p, projected)
     }
 
@@ -262,6 +293,13 @@ impl ReferenceEngine {
             return Ok(self.project_with(snapshot, None, Some(turn_start), false).0);
         }
         self.ensure_checkpoint_usable(provider, events);
+        if self.config.mutation == Some(Mutation::SilentOverBudgetCompact) {
+            // Mutant: send the request as it is, over budget or not.
+            let checkpoint = self.session.checkpoint().cloned();
+            return Ok(self
+                .project_with(snapshot, checkpoint.as_ref(), Some(turn_start), false)
+                .0);
+        }
         let mut prune = false;
         loop {
             let checkpoint = self.session.checkpoint().cloned();
@@ -292,7 +330,19 @@ impl ReferenceEngine {
                     budget,
                 ));
             }
-            if state.compactions >= MAX_COMPACTIONS_PER_TURN {
+            if self.config.mutation == Some(Mutation::EmptyRecap) {
+                // Mutant: make room by dropping every earlier turn, with no checkpoint.
+                let (p, _) = self.project_inner(snapshot, None, Some(turn_start), prune, false);
+                if p.budget.total <= target {
+                    return Ok(p);
+                }
+            }
+            let max_compactions = if self.config.mutation == Some(Mutation::LoopCompaction) {
+                MUTANT_LOOP_COMPACTIONS
+            } else {
+                MAX_COMPACTIONS_PER_TURN
+            };
+            if state.compactions >= max_compactions {
                 return Err(self.limit(
                     events,
                     "no_progress",
@@ -425,6 +475,18 @@ impl ReferenceEngine {
                 events,
             )
             .await;
+        let outcome = match outcome {
+            CompactionOutcome::Failed { detail, .. }
+                if self.config.mutation == Some(Mutation::MistypeFailureReason) =>
+            {
+                // Mutant: every failure is blamed on the summarizer.
+                CompactionOutcome::Failed {
+                    reason: "summarizer_failed".into(),
+                    detail,
+                }
+            }
+            other => other,
+        };
         match &outcome {
             CompactionOutcome::Compacted { .. } => {}
             CompactionOutcome::Unchanged { reason } => {
@@ -499,6 +561,13 @@ impl ReferenceEngine {
             candidates.truncate(1);
         }
         candidates.retain(|&start| start > covered);
+        if self.config.mutation == Some(Mutation::SplitToolPairs) {
+            // Mutant: cut inside the turn, right after its first tool call.
+            candidates = candidates
+                .into_iter()
+                .map(|start| mutant_mid_turn(&entries, start, history_end))
+                .collect();
+        }
         if candidates.is_empty() {
             return CompactionOutcome::Unchanged {
                 reason: if previous.is_some() {
@@ -522,6 +591,7 @@ impl ReferenceEngine {
             if !state
                 .attempted_sources
                 .insert(source_key(&entries[..tail_start]))
+                && self.config.mutation != Some(Mutation::LoopCompaction)
             {
                 continue;
             }
@@ -542,6 +612,12 @@ impl ReferenceEngine {
                 };
             }
             let numbers = turn_numbers(self.session.turns(), covered, tail_start);
+            let no_redaction = Redactor::default();
+            let redactor = if self.config.mutation == Some(Mutation::LeakSecret) {
+                &no_redaction
+            } else {
+                &self.redactor
+            };
             let result = self
                 .summarizer
                 .summarize(
@@ -551,7 +627,7 @@ impl ReferenceEngine {
                         first_index: covered,
                         turn_numbers: &numbers,
                         target_tokens: self.config.context.summary_target_tokens,
-                        redactor: &self.redactor,
+                        redactor,
                         estimator: &self.estimator,
                         model: &self.config.model.model,
                     },
@@ -614,7 +690,10 @@ impl ReferenceEngine {
                 }
             }
             let reclaimed = before.saturating_sub(after);
-            if trigger != Trigger::Manual && reclaimed < MIN_USEFUL_RECLAIM_TOKENS {
+            if trigger != Trigger::Manual
+                && reclaimed < MIN_USEFUL_RECLAIM_TOKENS
+                && self.config.mutation != Some(Mutation::LoopCompaction)
+            {
                 return CompactionOutcome::Failed {
                     reason: "no_progress".into(),
                     detail: format!(
@@ -662,6 +741,14 @@ impl ReferenceEngine {
                 };
             }
             events.emit(EngineEvent::CompactionCompleted(completed));
+            if self.config.mutation == Some(Mutation::MutateTranscript) {
+                // Mutant: destructive compaction rewrites what it summarized.
+                for (i, e) in entries.iter().enumerate().take(tail_start).skip(covered) {
+                    let mut m = e.message.clone();
+                    m.content = format!("[compacted into {id}]");
+                    self.session.mutant_rewrite(i, m);
+                }
+            }
             return CompactionOutcome::Compacted {
                 checkpoint_id: id,
                 reclaimed_tokens: reclaimed,
@@ -793,6 +880,17 @@ impl ReferenceEngine {
             let mut target: Option<u64> = None;
             let mut trigger = Trigger::Automatic;
             let response = loop {
+                let reloaded;
+                let snapshot = if mutation == Some(Mutation::ReloadInstructionsPerAttempt) {
+                    // Mutant: re-read the instruction file before every physical request.
+                    let text = self.load_instructions().map(|s| s.text).unwrap_or_default();
+                    reloaded = InstructionSnapshot::of(format!(
+                        "{text}\n(re-read before round {round}, attempt {attempt})"
+                    ));
+                    &reloaded
+                } else {
+                    snapshot
+                };
                 let projection = match self
                     .prepare(
                         snapshot, turn_start, round, target, trigger, &mut state, provider, events,
@@ -896,8 +994,9 @@ impl ReferenceEngine {
                             }
                             ProviderError::ContextOverflow { .. }
                                 if self.config.mode == Mode::Compact
-                                    && attempt == 1
-                                    && !state.overflow_recovered =>
+                                    && ((attempt == 1 && !state.overflow_recovered)
+                                        || (mutation == Some(Mutation::RetryTwice)
+                                            && attempt == 2)) =>
                             {
                                 // One recovery per input: compact to a target scaled by how
                                 // much the provider counted over our estimate, then retry the
@@ -910,8 +1009,17 @@ impl ReferenceEngine {
                                     + 0.02;
                                 target = Some((budget.available_input as f64 / ratio) as u64);
                                 trigger = Trigger::Overflow;
-                                attempt = 2;
+                                attempt += 1;
                                 retry_reason = Some("provider_overflow".into());
+                                if mutation == Some(Mutation::DuplicateInputOnRetry) {
+                                    // Mutant: admit the user input a second time.
+                                    let again = self.session.entries()[turn_start].message.clone();
+                                    if let Err(e) = self.session.append(again) {
+                                        return TurnOutcome::Errored {
+                                            detail: e.to_string(),
+                                        };
+                                    }
+                                }
                                 continue;
                             }
                             ProviderError::ContextOverflow { .. } => {
@@ -966,6 +1074,58 @@ impl ReferenceEngine {
             detail: format!("the model kept calling tools for {MAX_ROUNDS_PER_TURN} rounds"),
         }
     }
+}
+
+/// `memory-above-instructions` mutant: move the checkpoint memory to the top of the
+/// request and strip its untrusted-memory label.
+fn mutant_memory_first(messages: &mut Vec<Message>) {
+    use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
+    let Some(i) = messages
+        .iter()
+        .position(|m| m.role == Role::System && m.content.contains(MEMORY_OPEN))
+    else {
+        return;
+    };
+    let memory = messages.remove(i);
+    let text = memory
+        .content
+        .replace(MEMORY_OPEN, "")
+        .replace(MEMORY_CLOSE, "")
+        .trim()
+        .to_string();
+    messages.insert(0, Message::system(text));
+}
+
+/// `drop-archive-refs` mutant: cut the `refs:` list off every projected tool result.
+fn mutant_drop_projection_refs(projected: &mut [Entry], originals: &[Entry]) {
+    for (p, o) in projected.iter_mut().zip(originals) {
+        if p.hash == o.hash {
+            continue;
+        }
+        if let Some(cut) = p.message.content.find(" refs: ") {
+            p.message.content.truncate(cut);
+            p.hash = p.message.content_hash();
+        }
+    }
+}
+
+/// `split-tool-pairs` mutant: move a tail start on a turn boundary to just after the turn's
+/// first assistant tool call, so the call is summarized and its results stay verbatim.
+fn mutant_mid_turn(entries: &[Entry], start: usize, history_end: usize) -> usize {
+    for (j, e) in entries
+        .iter()
+        .enumerate()
+        .take(history_end)
+        .skip(start)
+    {
+        if j > start && e.message.role == Role::User {
+            break;
+        }
+        if e.message.role == Role::Assistant && !e.message.tool_calls.is_empty() {
+            return if j + 1 < history_end { j + 1 } else { start };
+        }
+    }
+    start
 }
 
 fn mandatory_detail(budget: &BudgetBreakdown) -> String {
@@ -1043,6 +1203,11 @@ impl SystemUnderTest for ReferenceEngine {
     }
 
     fn restart(&mut self, events: &mut dyn EventSink) -> Result<(), EngineError> {
+        let trusted = if self.config.mutation == Some(Mutation::TrustStaleCheckpoint) {
+            self.session.checkpoint().cloned()
+        } else {
+            None
+        };
         // Drop everything held in memory, including the estimator cache, and reload.
         let session = Session::open(&self.config.session_dir)?;
         self.session = session;
@@ -1057,9 +1222,18 @@ impl SystemUnderTest for ReferenceEngine {
             StoredCheckpoint::Valid(c) => events.emit(EngineEvent::CheckpointReused {
                 checkpoint_id: c.id.clone(),
             }),
-            StoredCheckpoint::Rejected(reason) => events.emit(EngineEvent::CheckpointRejected {
-                reason: reason.clone(),
-            }),
+            StoredCheckpoint::Rejected(reason) => {
+                let reason = reason.clone();
+                match trusted {
+                    // Mutant: the stored checkpoint failed validation; use it anyway.
+                    Some(c) if self.session.set_checkpoint(c.clone()).is_ok() => {
+                        events.emit(EngineEvent::CheckpointReused {
+                            checkpoint_id: c.id,
+                        })
+                    }
+                    _ => events.emit(EngineEvent::CheckpointRejected { reason }),
+                }
+            }
         }
         Ok(())
     }

@@ -1567,7 +1567,7 @@ fn compact_suite_stays_small() {
                     + t.reply.as_deref().map_or(0, words)
             })
             .sum();
-        assert!(text <= 60_000, "{name}: {text} words of text");
+        assert!(text <= 80_000, "{name}: {text} words of text");
     }
 }
 
@@ -1785,7 +1785,7 @@ fn turn_atomicity_turns_have_parallel_batches() {
     let inst = s.instantiate(1, &words);
     let t = turns(&inst);
     let work: Vec<&&Turn> = t.iter().filter(|t| t.user.starts_with("Phase")).collect();
-    assert_eq!(work.len(), 19);
+    assert_eq!(work.len(), 24);
     for w in &work {
         let shape: Vec<usize> = w.tool_rounds.iter().map(Vec::len).collect();
         assert_eq!(shape, [3, 2, 3], "{}", w.user);
@@ -1911,57 +1911,4 @@ fn scenario_sizes() {
             &sizes[..sizes.len().min(4)]
         );
     }
-}
-
-#[test]
-fn probe_before_the_newest_statement_is_an_error() {
-    let fact = "  - id: region\n    states: Region is us-east-2.\n    updates: [Region is eu-central-1.]\n    question: Which region?\n    expect: {contains: eu-central-1}";
-    let t = yaml(
-        fact,
-        "  - user: '{fact:region}'\n  - probe: [region]\n  - user: '{fact:region@1}'\n  - probe: [region]",
-        "",
-    );
-    let d = one_error(
-        &t,
-        "probe of `region` before its newest statement is placed",
-    );
-    let line = t.lines().position(|l| l.contains("probe:")).unwrap() + 1;
-    assert_eq!((d.line, d.column), (Some(line), Some(13)));
-    assert!(d.expected.unwrap().contains("{fact:region@1}"));
-    assert_eq!(errors(&t).len(), 1, "the second probe is fine");
-    one_error(
-        &yaml(DB_FACT, "  - probe: [db]\n  - user: '{fact:db}'", ""),
-        "probe of `db` before it is stated",
-    );
-    // A statement in the instructions counts as placed before everything; tool results
-    // count where they are; an unplaced statement is reported once, as unplaced.
-    load(&yaml(
-        DB_FACT,
-        "  - probe: [db]",
-        "instructions: '{fact:db}'\n",
-    ))
-    .unwrap();
-    load(&yaml(DB_FACT, "  - user: read\n  - tool_calls:\n      - {call: {name: read_file}, result: '{fact:db}'}\n  - probe: [db]", "")).unwrap();
-    let e = errors(&yaml(
-        fact,
-        "  - user: '{fact:region}'\n  - probe: [region]",
-        "",
-    ));
-    assert_eq!(e.len(), 1, "{}", Diagnostics(e.clone()));
-    assert!(e[0].message.contains("update that is never placed"));
-    // Repeats: a placement later in the body misses the first copy of the probe.
-    one_error(
-        &yaml(
-            DB_FACT,
-            "  - repeat: 2\n    steps:\n      - probe: [db]\n      - user: '{fact:db}'",
-            "",
-        ),
-        "before it is stated",
-    );
-    load(&yaml(
-        DB_FACT,
-        "  - repeat: 2\n    steps:\n      - user: '{fact:db}'\n      - probe: [db]",
-        "",
-    ))
-    .unwrap();
 }

@@ -129,10 +129,6 @@ struct Check<'r, 'a> {
     tools: BTreeSet<String>,
     /// Tokens of generated tool definitions so far (bounded by `MAX_CATALOGUE_TOKENS`).
     catalogue_tokens: u64,
-    /// Probes met before the newest statement of a probed fact was placed (in document
-    /// order): (fact id, newest version, probe location). Reported after the walk, when it
-    /// is known whether the statement is placed later at all.
-    early_probes: Vec<(String, usize, Option<Location>)>,
 }
 
 /// A validated scenario plus what suite-level checks need.
@@ -157,7 +153,6 @@ pub(crate) fn compile<'a>(
         placed: BTreeSet::new(),
         tools: BTreeSet::new(),
         catalogue_tokens: 0,
-        early_probes: Vec::new(),
     };
     c.run(text, raw)
 }
@@ -216,7 +211,6 @@ impl Check<'_, '_> {
         let secrets = self.secrets(&raw.secrets);
         let script = self.script(&raw.script);
         self.unplaced_facts(&raw.facts);
-        self.probes_before_newest_statement();
         self.corruptions_need_restart(&raw.script.value);
         let strategy_at = raw
             .context
@@ -1357,50 +1351,10 @@ impl Check<'_, '_> {
                     Some("each fact once per probe".to_string()),
                 );
             } else {
-                if let Some(info) = self.facts.get(&id.value) {
-                    let newest = info.versions.saturating_sub(1);
-                    if !info.abstain
-                        && info.versions > 0
-                        && !self.placed.contains(&(id.value.clone(), newest))
-                    {
-                        self.early_probes.push((id.value.clone(), newest, at(id)));
-                    }
-                }
                 ids.push(id.value.clone());
             }
         }
         ok.then_some(ids)
-    }
-
-    /// The newest statement is the right answer, so a probe placed (in document order)
-    /// before that statement is placed expects an answer nothing has stated yet: it would
-    /// fail in every mode. (Document order is exact across repeats: a statement placed later
-    /// in the file is missing from the probe's first expansion.) A statement that is never
-    /// placed at all is reported by [`Self::unplaced_facts`] instead.
-    fn probes_before_newest_statement(&mut self) {
-        for (id, newest, loc) in std::mem::take(&mut self.early_probes) {
-            if !self.placed.contains(&(id.clone(), newest)) {
-                continue;
-            }
-            let placeholder = if newest == 0 {
-                format!("{{fact:{id}}}")
-            } else {
-                format!("{{fact:{id}@{newest}}}")
-            };
-            let what = if newest == 0 {
-                "before it is stated"
-            } else {
-                "before its newest statement is placed"
-            };
-            self.err(
-                loc,
-                format!("probe of `{id}` {what}"),
-                Some(format!(
-                    "the probe after the step that places `{placeholder}` (the newest \
-                     statement is the right answer), or leave `{id}` out of this probe"
-                )),
-            );
-        }
     }
 
     /// A fact whose statement is never placed cannot be recalled: the probe would test

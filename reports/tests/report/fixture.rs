@@ -21,6 +21,19 @@ pub struct Fx {
     pub manifest: Manifest,
     pub trials: Vec<TrialRow>,
     pub requests: Vec<RequestRow>,
+    /// Written to `events.jsonl` only when non-empty.
+    pub events: Vec<EventRow>,
+}
+
+pub fn event(trial_id: &str, seq: u64, step: u64, kind: &str, data: serde_json::Value) -> EventRow {
+    EventRow {
+        schema: EVENT_SCHEMA.into(),
+        trial_id: trial_id.into(),
+        seq,
+        step,
+        kind: kind.into(),
+        data,
+    }
 }
 
 pub fn manifest(run_id: &str) -> Manifest {
@@ -124,6 +137,7 @@ pub fn request(tr: &TrialRow, seq: u64, step: u64, est: u64, provider: Option<u6
         round: 0,
         attempt: 1,
         sent: true,
+        purpose: "turn".into(),
         budget: BudgetBreakdown {
             window: 1000,
             requested_output: 100,
@@ -176,6 +190,7 @@ impl Fx {
             manifest: manifest(run_id),
             trials,
             requests,
+            events: vec![],
         }
     }
 
@@ -195,7 +210,8 @@ impl Fx {
         });
     }
 
-    /// Writes the run directory (no `events.jsonl`: the reader must tolerate that).
+    /// Writes the run directory (no `events.jsonl` unless there are events: the reader
+    /// must tolerate that).
     pub fn write(&self, dir: &Path) {
         std::fs::create_dir_all(dir).expect("mkdir");
         std::fs::write(
@@ -205,6 +221,9 @@ impl Fx {
         .expect("write manifest");
         write_jsonl(&dir.join("trials.jsonl"), &self.trials);
         write_jsonl(&dir.join("requests.jsonl"), &self.requests);
+        if !self.events.is_empty() {
+            write_jsonl(&dir.join("events.jsonl"), &self.events);
+        }
     }
 }
 

@@ -191,6 +191,7 @@ fn shards(a: &std::path::Path, b: &std::path::Path) -> (Fx, Fx) {
             .filter(|r| keep(r.mode))
             .cloned()
             .collect(),
+        events: vec![],
     };
     let one = split(&|m| m == Mode::Off, "shard-1");
     let two = split(&|m| m != Mode::Off, "shard-2");

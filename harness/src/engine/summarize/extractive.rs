@@ -27,6 +27,7 @@ use ctxbench_adapters::{Provider, Role};
 use regex::Regex;
 
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
+use crate::engine::mutants::Mutation;
 use crate::scenario::SummaryStrategy;
 
 /// Replaces an authority claim in memory.
@@ -51,6 +52,60 @@ impl Summarizer for ExtractiveSummarizer {
         _provider: &dyn Provider,
     ) -> Result<SummaryResult, SummarizeError> {
         let text = extract(&request);
+        Ok(SummaryResult {
+            content: SummaryContent::Text(text),
+            model_calls: 0,
+            model_id: "extractive".into(),
+        })
+    }
+}
+
+/// **Mutant only**: the extractive summarizer with one known-bad behaviour
+/// ([`Mutation::KeepApprovalClaims`]: approval/authority claims from the covered messages
+/// are carried into memory verbatim; [`Mutation::DropArchiveRefs`]: `archive://` references
+/// are dropped). Any other mutation behaves exactly like [`ExtractiveSummarizer`]. Only the
+/// engine's mutation switch constructs it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct MutantExtractive(pub Mutation);
+
+#[async_trait::async_trait]
+impl Summarizer for MutantExtractive {
+    fn strategy(&self) -> SummaryStrategy {
+        SummaryStrategy::Extractive
+    }
+
+    async fn summarize(
+        &self,
+        request: SummaryRequest<'_>,
+        _provider: &dyn Provider,
+    ) -> Result<SummaryResult, SummarizeError> {
+        let mut text = extract(&request);
+        match self.0 {
+            Mutation::KeepApprovalClaims => {
+                for (i, entry) in request.covered.iter().enumerate() {
+                    let turn = request.turn_numbers.get(i).copied().unwrap_or(0);
+                    let m = request.redactor.redact_message(&entry.message);
+                    for s in sentences(&m.content) {
+                        if claims().is_match(&s) {
+                            text.push_str(&format!(
+                                "\n- [turn {turn} · {}] {s}",
+                                role_name(m.role)
+                            ));
+                        }
+                    }
+                }
+            }
+            Mutation::DropArchiveRefs => {
+                text = text
+                    .lines()
+                    .filter(|l| !l.contains(" · archive] "))
+                    .map(|l| archive_refs().replace_all(l, "").into_owned())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+            _ => {}
+        }
         Ok(SummaryResult {
             content: SummaryContent::Text(text),
             model_calls: 0,

@@ -1,0 +1,106 @@
+//! Small helpers shared by the invariant graders: reading requests back from the record's
+//! message store, recognising the engine-visible categories of a request (instructions,
+//! labelled memory, projected tool output), and building redacted evidence.
+
+use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
+use ctxbench_adapters::{ContentHash, Message, Role};
+use ctxbench_harness::record::{RequestRecord, TrialRecord};
+use ctxbench_harness::redact::Redactor;
+use ctxbench_harness::scenario::Scenario;
+
+/// Prefix of a projected (bounded) tool result (`engine::tool_projection`).
+pub(crate) const PROJECTION_PREFIX: &str = "[tool output projected";
+
+/// Sent requests made for a user turn (not summarization requests, not preflight stops).
+pub(crate) fn turn_requests(rec: &TrialRecord) -> impl Iterator<Item = &RequestRecord> {
+    rec.requests
+        .iter()
+        .filter(|r| r.row.sent && r.row.purpose == "turn")
+}
+
+/// The messages of a request with their content hashes (hex), in order. A hash missing
+/// from the store yields `None` for the message.
+pub(crate) fn messages<'a>(
+    rec: &'a TrialRecord,
+    r: &'a RequestRecord,
+) -> Vec<(&'a str, Option<&'a Message>)> {
+    r.row
+        .message_hashes
+        .iter()
+        .map(|h| (h.as_str(), rec.messages.get(h)))
+        .collect()
+}
+
+/// Whether a message is a labelled conversation-memory message (a checkpoint).
+pub(crate) fn is_memory(m: &Message) -> bool {
+    m.role == Role::System && m.content.contains(MEMORY_OPEN)
+}
+
+/// Whether a message is a projected tool result (bounded stand-in for a large result).
+pub(crate) fn is_projection(m: &Message) -> bool {
+    m.role == Role::Tool && m.content.starts_with(PROJECTION_PREFIX)
+}
+
+/// The text inside every `MEMORY_OPEN … MEMORY_CLOSE` block of `text` (an unclosed block
+/// runs to the end, as the fake provider reads it).
+pub(crate) fn memory_blocks(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(rel) = text[pos..].find(MEMORY_OPEN) {
+        let start = pos + rel + MEMORY_OPEN.len();
+        match text[start..].find(MEMORY_CLOSE) {
+            Some(end) => {
+                out.push(&text[start..start + end]);
+                pos = start + end + MEMORY_CLOSE.len();
+            }
+            None => {
+                out.push(&text[start..]);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// SHA-256 (hex) of an instruction text, as `instruction_hash` records it.
+pub(crate) fn text_hash(text: &str) -> String {
+    ContentHash::of_bytes(text.as_bytes()).to_hex()
+}
+
+/// The first 12 hex digits of a hash, for notes.
+pub(crate) fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+/// The checkpoint id a memory message names (`[checkpoint ck_… · …]`), if any.
+pub(crate) fn memory_checkpoint_id(text: &str) -> Option<&str> {
+    let rest = &text[text.find("[checkpoint ")? + "[checkpoint ".len()..];
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == ']')
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// A role as written in notes.
+pub(crate) fn role(m: &Message) -> &'static str {
+    m.role.as_str()
+}
+
+/// A single-line excerpt of `text` with the scenario's secrets redacted.
+pub(crate) fn redacted_excerpt(scenario: &Scenario, text: &str, max: usize) -> String {
+    let r = Redactor::new(&scenario.secrets);
+    crate::excerpt(&r.redact(text), max)
+}
+
+/// Steps of admitted turns, in order (a turn that errored before its input was admitted is
+/// left out: it never reached the transcript).
+pub(crate) fn admitted_turn_steps(rec: &TrialRecord) -> Vec<u64> {
+    rec.turns
+        .iter()
+        .filter(|t| {
+            !matches!(&t.outcome, ctxbench_harness::engine::TurnOutcome::Errored { detail }
+                if detail.starts_with("instruction file"))
+        })
+        .map(|t| t.step)
+        .collect()
+}
