@@ -27,6 +27,26 @@ pub enum Command {
     Gate(GateArgs),
     /// List the scenarios of a suite with their tags.
     List(ListArgs),
+    /// Run the suite against the reference engine and every deliberately broken variant;
+    /// print which graders caught which mutant and the mutation score (exit 1 below 100%).
+    Selftest(SelftestArgs),
+}
+
+/// `ctxbench selftest`.
+#[derive(Debug, Args)]
+pub struct SelftestArgs {
+    /// Scenario file or directory (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub suite: Option<PathBuf>,
+    /// Modes to run (`off` makes no context decisions to break).
+    #[arg(long, value_delimiter = ',', default_value = "warn,compact", value_name = "MODES")]
+    pub modes: Vec<String>,
+    /// Run seed.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Concurrent trials (default: number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
 }
 
 /// How progress is shown.

@@ -91,16 +91,3 @@ pub(crate) fn redacted_excerpt(scenario: &Scenario, text: &str, max: usize) -> S
     let r = Redactor::new(&scenario.secrets);
     crate::excerpt(&r.redact(text), max)
 }
-
-/// Steps of admitted turns, in order (a turn that errored before its input was admitted is
-/// left out: it never reached the transcript).
-pub(crate) fn admitted_turn_steps(rec: &TrialRecord) -> Vec<u64> {
-    rec.turns
-        .iter()
-        .filter(|t| {
-            !matches!(&t.outcome, ctxbench_harness::engine::TurnOutcome::Errored { detail }
-                if detail.starts_with("instruction file"))
-        })
-        .map(|t| t.step)
-        .collect()
-}

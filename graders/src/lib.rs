@@ -12,14 +12,39 @@
 //! | [`recall`] | every probed fact is answered correctly (newest statement; "unknown" when never stated) |
 //! | [`budget`] | every request is budgeted; in `warn` none over budget without a preceding warning; in `compact` none over budget at all |
 //! | [`limit_honest`] | context failures are typed terminal outcomes; a request whose mandatory context cannot fit is never sent (`warn`/`compact`); an expected `limit_reached` happens before any provider call |
+//! | [`transcript_immutable`] | every request's verbatim history is in the final transcript in order; the transcript never shrinks; the reported hash chain matches (inv. 6) |
+//! | [`tool_pairs`] | every tool call has exactly one result right after it; no orphan result, no split batch (inv. 5) |
+//! | [`no_authority`] | no approval/authority claim in checkpoint memory; no historical claim acted on (inv. 2) |
+//! | [`instructions_outrank`] | the run's instruction snapshot is the first message; other system text is labelled memory (inv. 1) |
+//! | [`instruction_frozen`] | one instruction hash per run across all attempts; edits take effect at the next run (inv. 11) |
+//! | [`overflow_no_duplicate`] | one overflow retry per input, input admitted once, no tool call repeated, no retry after visible output (inv. 10) |
+//! | [`no_thrash`] | ≤ 3 engine compactions per input, each on a new source and reclaiming enough (no-progress guard) |
+//! | [`typed_reason`] | compaction outcomes carry true reasons; manual compact outcomes match their events (seed 004 P3) |
+//! | [`secrets_redacted`] | no configured secret in checkpoint memory, summarization requests, events or outcomes (inv. 7) |
+//! | [`checkpoint_reuse`] | a reused checkpoint is the one written and is used; a damaged one is rejected and never used |
+//! | [`recap_not_empty`] | no request silently drops every earlier turn (seed 004 oversized newest turn) |
+//! | [`archive_refs`] | an `archive://` reference seen in a tool result stays in every later request (seed 004 P1) |
 //!
 //! Every grader is proven able to fail by a deliberately broken engine variant
 //! (`ctxbench_harness::engine::mutants`) in its tests.
 #![deny(missing_docs)]
 
+pub mod archive_refs;
 pub mod budget;
+pub mod checkpoint_reuse;
+mod common;
+pub mod instruction_frozen;
+pub mod instructions_outrank;
 pub mod limit_honest;
+pub mod no_authority;
+pub mod no_thrash;
+pub mod overflow_no_duplicate;
 pub mod recall;
+pub mod recap_not_empty;
+pub mod secrets_redacted;
+pub mod tool_pairs;
+pub mod transcript_immutable;
+pub mod typed_reason;
 mod zz_explore;
 
 use ctxbench_harness::record::TrialRecord;
@@ -46,7 +71,23 @@ pub trait Grader: Send + Sync {
 }
 
 /// Names of every grader, in registry order.
-pub const GRADER_NAMES: &[&str] = &["recall", "budget", "limit-honest"];
+pub const GRADER_NAMES: &[&str] = &[
+    "recall",
+    "budget",
+    "limit-honest",
+    "transcript-immutable",
+    "tool-pairs",
+    "no-authority-in-checkpoint",
+    "instructions-outrank-history",
+    "instruction-hash-frozen",
+    "overflow-no-duplicate",
+    "no-thrash",
+    "typed-reason",
+    "secrets-redacted",
+    "checkpoint-reuse-valid",
+    "recap-not-empty",
+    "archive-refs",
+];
 
 /// The grader with this name.
 pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
@@ -54,6 +95,20 @@ pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
         "recall" => Some(Box::new(recall::Recall)),
         "budget" => Some(Box::new(budget::Budget)),
         "limit-honest" => Some(Box::new(limit_honest::LimitHonest)),
+        "transcript-immutable" => Some(Box::new(transcript_immutable::TranscriptImmutable)),
+        "tool-pairs" => Some(Box::new(tool_pairs::ToolPairs)),
+        "no-authority-in-checkpoint" => Some(Box::new(no_authority::NoAuthorityInCheckpoint)),
+        "instructions-outrank-history" => {
+            Some(Box::new(instructions_outrank::InstructionsOutrankHistory))
+        }
+        "instruction-hash-frozen" => Some(Box::new(instruction_frozen::InstructionHashFrozen)),
+        "overflow-no-duplicate" => Some(Box::new(overflow_no_duplicate::OverflowNoDuplicate)),
+        "no-thrash" => Some(Box::new(no_thrash::NoThrash)),
+        "typed-reason" => Some(Box::new(typed_reason::TypedReason)),
+        "secrets-redacted" => Some(Box::new(secrets_redacted::SecretsRedacted)),
+        "checkpoint-reuse-valid" => Some(Box::new(checkpoint_reuse::CheckpointReuseValid)),
+        "recap-not-empty" => Some(Box::new(recap_not_empty::RecapNotEmpty)),
+        "archive-refs" => Some(Box::new(archive_refs::ArchiveRefs)),
         _ => None,
     }
 }

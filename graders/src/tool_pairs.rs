@@ -45,7 +45,9 @@ impl Grader for ToolPairs {
                 if m.role == Role::Tool {
                     let id = m.tool_call_id.clone().unwrap_or_default();
                     match &mut open {
-                        Some((_, pending)) if pending.remove(&id) => {}
+                        Some((_, pending)) if pending.contains(&id) => {
+                            pending.remove(&id);
+                        }
                         Some((at, _)) => {
                             problem = Some((
                                 i,
@@ -204,12 +206,12 @@ tools:
 script:
   - repeat: 8
     steps:
-      - user: "Read module {i}."
+      - user: "Read module {i}. {filler:200}"
       - tool_calls:
           - call: {name: read_file, args: {path: "src/a{i}.rs"}}
-            result: {filler: {tokens: 150, kind: code}}
+            result: {filler: {tokens: 90, kind: code}}
           - call: {name: read_file, args: {path: "src/b{i}.rs"}}
-            result: {filler: {tokens: 150, kind: code}}
+            result: {filler: {tokens: 90, kind: code}}
       - tool_calls:
           - call: {name: read_file, args: {path: "src/c{i}.rs"}}
             result: {filler: {tokens: 100, kind: code}}

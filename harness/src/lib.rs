@@ -24,6 +24,7 @@ pub mod redact;
 pub mod runner;
 pub mod scenario;
 pub mod seed;
+pub mod selftest;
 pub mod session;
 pub mod storage;
 

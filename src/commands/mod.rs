@@ -4,6 +4,7 @@ mod gate;
 mod list;
 mod report;
 mod run;
+mod selftest;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -16,5 +17,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::report(a),
         Command::Gate(a) => gate::gate(a),
         Command::List(a) => list::list(a),
+        Command::Selftest(a) => selftest::selftest(a),
     }
 }

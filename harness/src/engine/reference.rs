@@ -1007,7 +1007,13 @@ impl ReferenceEngine {
                                 let ratio = (provider_count as f64 / budget.total.max(1) as f64)
                                     .max(1.0)
                                     + 0.02;
-                                target = Some((budget.available_input as f64 / ratio) as u64);
+                                // Retrying the identical request is pointless: the retry must
+                                // also be at least 10% smaller than the rejected one.
+                                let shrink = (budget.total / 10).max(MIN_USEFUL_RECLAIM_TOKENS);
+                                target = Some(
+                                    ((budget.available_input as f64 / ratio) as u64)
+                                        .min(budget.total.saturating_sub(shrink)),
+                                );
                                 trigger = Trigger::Overflow;
                                 attempt += 1;
                                 retry_reason = Some("provider_overflow".into());

@@ -71,7 +71,23 @@ pub const MAX_SCHEMA_TOKENS: u64 = 10_000;
 pub const MAX_CATALOGUE_TOKENS: u64 = 2_000_000;
 
 /// Every grader name a scenario may list; keep in step with `ctxbench-graders`.
-pub const KNOWN_GRADERS: &[&str] = &["recall", "budget", "limit-honest"];
+pub const KNOWN_GRADERS: &[&str] = &[
+    "recall",
+    "budget",
+    "limit-honest",
+    "transcript-immutable",
+    "tool-pairs",
+    "no-authority-in-checkpoint",
+    "instructions-outrank-history",
+    "instruction-hash-frozen",
+    "overflow-no-duplicate",
+    "no-thrash",
+    "typed-reason",
+    "secrets-redacted",
+    "checkpoint-reuse-valid",
+    "recap-not-empty",
+    "archive-refs",
+];
 
 /// Graders applied when `expect.graders` is omitted.
 pub const DEFAULT_GRADERS: &[&str] = &["recall", "budget", "limit-honest"];
