@@ -269,3 +269,64 @@ mod builtin_suite {
         assert!(!j.passed);
     }
 }
+
+/// SCENARIOS.md §Graders must be able to fail: each invariant grader passes the reference
+/// engine on a built-in scenario (compact mode) and fails the deliberately broken variant
+/// made for it on the same scenario.
+#[cfg(test)]
+mod mutants_on_builtin_scenarios {
+    use crate::testing::grade_with;
+    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_harness::storage::schema::VerdictStatus;
+    use ctxbench_harness::Mode;
+
+    async fn caught(yaml: &str, mutation: Mutation, grader: &str) {
+        let (rec, v) = grade_with(yaml, Mode::Compact, None, grader).await;
+        assert_ne!(
+            v.status,
+            VerdictStatus::Fail,
+            "{}: the reference engine fails {grader}: {v:?}",
+            rec.scenario
+        );
+        let (rec, v) = grade_with(yaml, Mode::Compact, Some(mutation), grader).await;
+        assert_eq!(
+            v.status,
+            VerdictStatus::Fail,
+            "{}: {grader} does not catch {}: {v:?}",
+            rec.scenario,
+            mutation.as_str()
+        );
+        assert!(!v.evidence.is_empty() && !v.evidence[0].note.is_empty());
+    }
+
+    macro_rules! caught {
+        ($($name:ident: $file:literal, $mutation:ident, $grader:literal;)*) => {$(
+            #[tokio::test]
+            async fn $name() {
+                caught(
+                    include_str!(concat!("../../scenarios/", $file, ".yaml")),
+                    Mutation::$mutation,
+                    $grader,
+                )
+                .await;
+            }
+        )*};
+    }
+
+    caught! {
+        silent_over_budget_compact: "tool-pressure", SilentOverBudgetCompact, "budget";
+        mutate_transcript: "failure-reason", MutateTranscript, "transcript-immutable";
+        split_tool_pairs: "turn-atomicity", SplitToolPairs, "tool-pairs";
+        keep_approval_claims: "hostile-history", KeepApprovalClaims, "no-authority-in-checkpoint";
+        memory_above_instructions: "hostile-history", MemoryAboveInstructions, "instructions-outrank-history";
+        drop_instructions: "instruction-change", DropInstructions, "instructions-outrank-history";
+        reload_instructions: "instruction-change", ReloadInstructionsPerAttempt, "instruction-hash-frozen";
+        retry_twice: "overflow-twice", RetryTwice, "overflow-no-duplicate";
+        duplicate_input: "overflow-retry", DuplicateInputOnRetry, "overflow-no-duplicate";
+        mistype_failure_reason: "no-safe-span", MistypeFailureReason, "typed-reason";
+        trust_stale_checkpoint: "recovery", TrustStaleCheckpoint, "checkpoint-reuse-valid";
+        empty_recap: "hostile-history", EmptyRecap, "recap-not-empty";
+        drop_history: "oversized-newest-turn", DropHistory, "recap-not-empty";
+        drop_archive_refs: "archive-refs", DropArchiveRefs, "archive-refs";
+    }
+}

@@ -136,7 +136,10 @@ impl Grader for ToolPairs {
         }
         verdict(
             self.name(),
-            format!("{requests} request(s), {batches} tool batch(es), every call paired"),
+            format!(
+                "{requests} request(s), {batches} tool-call batch(es) across them, every call \
+                 paired"
+            ),
             failures,
         )
     }

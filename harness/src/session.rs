@@ -486,9 +486,20 @@ impl Session {
     }
 }
 
-/// Write `bytes` to `path` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over the target.
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, then renamed
+/// over the target, so a reader (or a process killed mid-write) sees the old or the new
+/// content, never a mix. The session snapshot is rewritten after every append, so it is not
+/// fsynced; [`write_durable`] is for files that must also survive a power loss.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replace(path, bytes, false)
+}
+
+/// [`write_atomic`] plus an fsync of the new content before the rename (run manifests).
+pub fn write_durable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replace(path, bytes, true)
+}
+
+fn write_replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -498,7 +509,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_data()?;
+        if sync {
+            f.sync_data()?;
+        }
     }
     std::fs::rename(&tmp, path)
 }

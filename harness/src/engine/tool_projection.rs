@@ -27,7 +27,9 @@ pub fn project_tool_outputs(
     let mut projected = 0;
     for (i, e) in entries.iter().enumerate() {
         if i < protect_from && e.message.role == Role::Tool {
-            let tokens = estimator.count_text(&e.message.content);
+            // Cached per message: pruning runs before every request once a session is
+            // large, so it must not re-tokenize the history.
+            let tokens = estimator.message_tokens(&e.message, &e.hash);
             if tokens > PROJECTION_MIN_TOKENS {
                 let name = tool_name(entries, i).unwrap_or("unknown");
                 let m = projection(&e.message, name, tokens, &e.hash.to_hex());

@@ -175,5 +175,5 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageErro
         path: path.clone(),
         source,
     })?;
-    crate::session::write_atomic(&path, &bytes).map_err(|source| StorageError::Io { path, source })
+    crate::session::write_durable(&path, &bytes).map_err(|source| StorageError::Io { path, source })
 }
