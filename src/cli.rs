@@ -39,7 +39,12 @@ pub struct SelftestArgs {
     #[arg(long, value_name = "PATH")]
     pub suite: Option<PathBuf>,
     /// Modes to run (`off` makes no context decisions to break).
-    #[arg(long, value_delimiter = ',', default_value = "warn,compact", value_name = "MODES")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "warn,compact",
+        value_name = "MODES"
+    )]
     pub modes: Vec<String>,
     /// Run seed.
     #[arg(long, default_value_t = 0, value_name = "S")]

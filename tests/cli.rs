@@ -290,3 +290,50 @@ fn bad_flags_exit_2() {
     let out = ctxbench(tmp.path(), &["gate", "no-such-dir"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
 }
+
+#[test]
+fn selftest_catches_every_mutant_on_the_builtin_suite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ctxbench(tmp.path(), &["selftest"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(stdout.contains("reference engine: "), "{stdout}");
+    assert!(stdout.contains(", 0 invariant failure(s)"), "{stdout}");
+    assert!(!stdout.contains("NOT CAUGHT"), "{stdout}");
+    assert!(stdout.contains("(100%)"), "{stdout}");
+}
+
+#[test]
+fn default_run_passes_the_gates_with_compact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ctxbench(tmp.path(), &["run", "--out", "r", "--progress", "none"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("verdict: PASS"), "{stdout}");
+    // `off` hits the provider's overflow on the long-session scenarios; compact does not
+    // send a single over-budget request.
+    let summary = std::fs::read_to_string(tmp.path().join("r/report/summary.csv")).unwrap();
+    let rows = csv_split(&summary);
+    let h = &rows[0];
+    let col = |n: &str| {
+        h.iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("no column {n}"))
+    };
+    let suite: Vec<&Vec<String>> = rows[1..]
+        .iter()
+        .filter(|r| r[col("scope")] == "suite")
+        .collect();
+    let by_mode = |m: &str| {
+        suite
+            .iter()
+            .find(|r| r[col("mode")] == m)
+            .unwrap_or_else(|| panic!("no {m} row"))
+    };
+    assert_ne!(by_mode("off")[col("provider_overflows")], "0");
+    assert_eq!(by_mode("compact")[col("over_budget_sent")], "0");
+    let reduction: f64 = by_mode("compact")[col("token_reduction_vs_off")]
+        .parse()
+        .unwrap();
+    assert!(reduction >= 0.30, "{reduction}");
+}

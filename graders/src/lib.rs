@@ -45,7 +45,6 @@ pub mod secrets_redacted;
 pub mod tool_pairs;
 pub mod transcript_immutable;
 pub mod typed_reason;
-mod zz_explore;
 
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::runner::{Judge, Judgement};
@@ -191,6 +190,20 @@ impl Judge for Graders {
             };
             verdicts.push(v);
         }
+        // Every other grader applies too, with no parameters: the invariants hold for any
+        // scenario, and a custom suite should not have to remember to ask for them.
+        for name in GRADER_NAMES {
+            if scenario.expect.graders.iter().any(|g| g.name == *name) {
+                continue;
+            }
+            if let Some(g) = grader(name) {
+                verdicts.push(g.grade(&GradeContext {
+                    scenario,
+                    record,
+                    params: &null,
+                }));
+            }
+        }
         let recall = recall::recall_rows(scenario, record);
         let outcome_ok = outcome_matches(&scenario.expect.outcome, record.outcome.status);
         let passed = record.outcome.status != OutcomeStatus::Errored
@@ -325,7 +338,7 @@ mod mutants_on_builtin_scenarios {
         duplicate_input: "overflow-retry", DuplicateInputOnRetry, "overflow-no-duplicate";
         mistype_failure_reason: "no-safe-span", MistypeFailureReason, "typed-reason";
         trust_stale_checkpoint: "recovery", TrustStaleCheckpoint, "checkpoint-reuse-valid";
-        empty_recap: "hostile-history", EmptyRecap, "recap-not-empty";
+        empty_recap: "oversized-newest-turn", EmptyRecap, "recap-not-empty";
         drop_history: "oversized-newest-turn", DropHistory, "recap-not-empty";
         drop_archive_refs: "archive-refs", DropArchiveRefs, "archive-refs";
     }

@@ -84,11 +84,11 @@ mod tests {
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 
-    /// Small turns, then a newest turn larger than the recent tail and most of the window.
+    /// Small turns, then a newest turn larger than the recent tail, then a compact.
     const OVERSIZED: &str = r#"
 id: oversized
 title: Oversized
-model: {context_window: 4096, max_output: 256}
+model: {context_window: 8192, max_output: 256}
 context: {reserved_output_tokens: 256, buffer_tokens: 512, recent_tail_tokens: 400, summary_target_tokens: 200}
 instructions: "You are a coding agent."
 facts:
@@ -110,8 +110,9 @@ script:
   - user: "Read the whole build log."
   - tool_calls:
       - call: {name: read_file, args: {path: build.log}}
-        result: {filler: {tokens: 3300, kind: code}}
+        result: {filler: {tokens: 1500, kind: code}}
   - assistant: "The build fails in the migration step."
+  - compact: {}
   - probe: [db]
 expect:
   outcome: any
@@ -122,7 +123,11 @@ expect:
         let g = "recap-not-empty";
         let (rec, v) = grade_with(OVERSIZED, Mode::Compact, None, g).await;
         assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        assert!(rec.stats.requests > 0);
+        assert!(
+            format!("{:?}", rec.compactions).contains("Compacted"),
+            "fixture must compact: {:?}",
+            rec.compactions
+        );
         let (_, v) = grade_with(OVERSIZED, Mode::Compact, Some(Mutation::EmptyRecap), g).await;
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
         let (_, v) = grade_with(OVERSIZED, Mode::Warn, Some(Mutation::DropHistory), g).await;

@@ -7,13 +7,15 @@
 //!   system message that is not the run's instruction snapshot);
 //! - any summarization request (what a model summarizer is shown);
 //! - any engine event payload (events carry metadata and hashes, never content);
-//! - any typed outcome the engine wrote (turn outcomes, manual compact outcomes).
+//! - any typed outcome the engine wrote (the reason and detail of a turn that did not
+//!   complete, manual compact outcomes).
 //!
 //! A secret the user or a tool put into the conversation may legitimately stay in the
 //! verbatim history; storage redaction is a separate concern. Evidence names the place and
 //! the secret's position in the scenario's list, never the value.
 
 use ctxbench_adapters::Role;
+use ctxbench_harness::engine::TurnOutcome;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
 use crate::common::{messages, short, text_hash};
@@ -44,11 +46,11 @@ impl Grader for SecretsRedacted {
         let mut failures = Vec::new();
         let mut places = 0usize;
         let leak = |failures: &mut Vec<Evidence>,
-                        n: usize,
-                        request: Option<u64>,
-                        step: Option<u64>,
-                        hash: Option<String>,
-                        place: String| {
+                    n: usize,
+                    request: Option<u64>,
+                    step: Option<u64>,
+                    hash: Option<String>,
+                    place: String| {
             failures.push(Evidence {
                 request,
                 step,
@@ -107,7 +109,12 @@ impl Grader for SecretsRedacted {
                 );
             }
         }
-        for t in &rec.turns {
+        // Engine-written outcomes only: a completed turn's reply is the model's text.
+        for t in rec
+            .turns
+            .iter()
+            .filter(|t| !matches!(t.outcome, TurnOutcome::Completed { .. }))
+        {
             places += 1;
             let outcome = serde_json::to_string(&t.outcome).unwrap_or_default();
             if let Some(n) = find(&outcome) {

@@ -245,6 +245,9 @@ expect:
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
         let e = &v.evidence[0];
         assert!(e.request.is_some(), "{e:?}");
-        assert!(e.excerpt.as_deref().unwrap_or("").contains("[tool("), "{e:?}");
+        assert!(
+            e.excerpt.as_deref().unwrap_or("").contains("[tool("),
+            "{e:?}"
+        );
     }
 }

@@ -293,7 +293,6 @@ mod tests {
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 
-
     #[test]
     fn chain_rule_matches_the_session_ledger() {
         let dir = tempfile::tempdir().unwrap();

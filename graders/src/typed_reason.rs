@@ -86,9 +86,9 @@ impl Grader for TypedReason {
                 .filter(move |r| r.row.purpose == "summary" && r.row.step == step)
         };
         let completed_in = |step: u64| {
-            rec.events.iter().any(|e| {
-                e.step == step && matches!(e.event, EngineEvent::CompactionCompleted(_))
-            })
+            rec.events
+                .iter()
+                .any(|e| e.step == step && matches!(e.event, EngineEvent::CompactionCompleted(_)))
         };
 
         let mut checkpoint_in_force = false;
@@ -132,7 +132,10 @@ impl Grader for TypedReason {
                     step: Some(step),
                     expected: Some(expected),
                     seen: Some(seen),
-                    note: format!("step {step} ({trigger} compaction, event {}): {note}", e.seq),
+                    note: format!(
+                        "step {step} ({trigger} compaction, event {}): {note}",
+                        e.seq
+                    ),
                     ..Default::default()
                 })
             };
@@ -173,8 +176,7 @@ impl Grader for TypedReason {
                                         "{calls} reported, {summary_calls} summarization \
                                          request(s) in the step"
                                     ),
-                                    "`no_safe_completed_span` after calling the summarizer"
-                                        .into(),
+                                    "`no_safe_completed_span` after calling the summarizer".into(),
                                 );
                             }
                             if before > 0 {
@@ -194,8 +196,7 @@ impl Grader for TypedReason {
                             if before == 0 {
                                 fail(
                                     "a summarizer call, which needs a completed span".into(),
-                                    "no turn preceded the compaction: nothing to summarize"
-                                        .into(),
+                                    "no turn preceded the compaction: nothing to summarize".into(),
                                     "`summarizer_failed` where the summarizer cannot have run \
                                      (no_safe_completed_span)"
                                         .into(),

@@ -46,7 +46,10 @@ impl SelftestReport {
         if self.mutants.is_empty() {
             return 1.0;
         }
-        self.mutants.iter().filter(|m| !m.caught_by.is_empty()).count() as f64
+        self.mutants
+            .iter()
+            .filter(|m| !m.caught_by.is_empty())
+            .count() as f64
             / self.mutants.len() as f64
     }
 
@@ -109,7 +112,11 @@ pub async fn selftest(
                 // so it cannot pass silently.
                 None => ["harness".to_string()].into_iter().collect(),
             };
-            (spec.mutation, (spec.scenario.id.clone(), spec.mode), failing)
+            (
+                spec.mutation,
+                (spec.scenario.id.clone(), spec.mode),
+                failing,
+            )
         });
     }
     let mut reference: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();

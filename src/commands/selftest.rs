@@ -26,9 +26,11 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
             return Ok(exit::USAGE);
         }
     };
-    let concurrency = args
-        .concurrency
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    let concurrency = args.concurrency.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(concurrency.clamp(1, 64))
         .enable_all()
@@ -65,15 +67,27 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
             out,
             "{:width$}  {}",
             m.mutation.as_str(),
-            if by.is_empty() { "NOT CAUGHT".to_string() } else { by.join(", ") }
+            if by.is_empty() {
+                "NOT CAUGHT".to_string()
+            } else {
+                by.join(", ")
+            }
         )?;
     }
-    let caught = report.mutants.iter().filter(|m| !m.caught_by.is_empty()).count();
+    let caught = report
+        .mutants
+        .iter()
+        .filter(|m| !m.caught_by.is_empty())
+        .count();
     writeln!(
         out,
         "mutation score: {caught}/{} ({:.0}%)",
         report.mutants.len(),
         report.score() * 100.0
     )?;
-    Ok(if report.passed() { exit::OK } else { exit::GATE_FAILED })
+    Ok(if report.passed() {
+        exit::OK
+    } else {
+        exit::GATE_FAILED
+    })
 }

@@ -288,7 +288,10 @@ mod tests {
         let e = entries(6);
         let c = checkpoint(&e, 2);
         // Transcript shorter than the summarized range.
-        assert!(matches!(c.validate(&e[..2]), Err(CheckpointError::OutOfRange { .. })));
+        assert!(matches!(
+            c.validate(&e[..2]),
+            Err(CheckpointError::OutOfRange { .. })
+        ));
         // A different prefix (manual repair, migration) no longer matches.
         let mut other = entries(6);
         other[1] = {
@@ -296,7 +299,10 @@ mod tests {
             let hash = m.content_hash();
             Entry { message: m, hash }
         };
-        assert!(matches!(c.validate(&other), Err(CheckpointError::SourceMismatch { .. })));
+        assert!(matches!(
+            c.validate(&other),
+            Err(CheckpointError::SourceMismatch { .. })
+        ));
         let mut both = c.clone();
         both.opaque_item = Some(OpaqueItem {
             provider: "p".into(),
@@ -312,6 +318,9 @@ mod tests {
         assert_eq!(id.validate(&e), Err(CheckpointError::Id));
         let mut tail = c;
         tail.retained_tail_start = 1;
-        assert!(matches!(tail.validate(&e), Err(CheckpointError::TailStart { .. })));
+        assert!(matches!(
+            tail.validate(&e),
+            Err(CheckpointError::TailStart { .. })
+        ));
     }
 }

@@ -108,7 +108,7 @@ pub enum EngineEvent {
         reason: String,
         /// Detail.
         detail: String,
-        /// Summarizer model calls made before failing.
+        /// Summarizer invocations (any strategy) made before failing.
         summarizer_calls: u32,
     },
     /// A dry-run preview: what a compaction would cover and save, with no model call.

@@ -8,8 +8,10 @@
 //! - [`budget`](crate::budget): the budget formula.
 //! - [`projection`]: builds the request (instructions, memory, recent turns, current
 //!   request, tools) and its budget breakdown by category.
-//! - [`reference`]: the reference engine (modes `off` and `warn`; `compact` lands with the
-//!   compaction transaction in [`compaction`], summarizers in [`summarize`]).
+//! - [`reference`](mod@reference): the reference engine, modes `off`, `warn` and `compact`;
+//! - [`compaction`]: selection and the one compaction transaction; [`checkpoint`]: the
+//!   checkpoint record; [`summarize`]: the summarizer strategies; [`tool_projection`]:
+//!   projection of older tool outputs; [`mutants`]: deliberately broken variants.
 
 pub mod checkpoint;
 pub mod compaction;

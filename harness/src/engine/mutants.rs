@@ -26,7 +26,7 @@
 //! | `mistype-failure-reason` | every compaction failure is reported `summarizer_failed` | `typed-reason` |
 //! | `leak-secret` | the summarizer gets no redaction | `secrets-redacted` |
 //! | `trust-stale-checkpoint` | a checkpoint rejected on open is reused anyway | `checkpoint-reuse-valid` |
-//! | `empty-recap` | an over-budget request drops all history instead of compacting | `recap-not-empty` |
+//! | `empty-recap` | when no verbatim turn fits the tail (an oversized newest turn), the checkpoint is left out too | `recap-not-empty` |
 //! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
 
 use serde::{Deserialize, Serialize};
@@ -79,8 +79,9 @@ pub enum Mutation {
     LeakSecret,
     /// A stored checkpoint rejected on open is reused anyway (validation skipped).
     TrustStaleCheckpoint,
-    /// A request over budget drops all earlier history instead of compacting it: no
-    /// checkpoint, no recap (seed 004 oversized newest turn).
+    /// When the verbatim tail comes out empty (the newest turn alone exceeds the tail
+    /// budget), requests carry neither the tail nor the checkpoint — only the instructions
+    /// and the current turn (seed 004: an oversized newest turn empties the session recap).
     EmptyRecap,
     /// Summaries and tool-output projections drop `archive://` references (seed 004 P1).
     DropArchiveRefs,

@@ -197,19 +197,6 @@ impl ReferenceEngine {
         current_start: Option<usize>,
         prune: bool,
     ) -> (Projection, usize) {
-        self.project_inner(snapshot, checkpoint, current_start, prune, true)
-    }
-
-    /// [`Self::project_with`]; `keep_history: false` leaves out every message before the
-    /// current turn (only the `empty-recap` mutant asks for that).
-    fn project_inner(
-        &self,
-        snapshot: &InstructionSnapshot,
-        checkpoint: Option<&Checkpoint>,
-        current_start: Option<usize>,
-        prune: bool,
-        keep_history: bool,
-    ) -> (Projection, usize) {
         let entries = self.session.entries();
         let end = current_start.unwrap_or(entries.len());
         let mutation = self.config.mutation;
@@ -222,7 +209,7 @@ impl ReferenceEngine {
         } else {
             snapshot
         };
-        let history: &[Entry] = if mutation == Some(Mutation::DropHistory) || !keep_history {
+        let history: &[Entry] = if mutation == Some(Mutation::DropHistory) {
             &[]
         } else {
             &entries[covered..end]
@@ -249,7 +236,10 @@ impl ReferenceEngine {
             // No copy of the history when nothing is rewritten.
             (Cow::Borrowed(history), Cow::Borrowed(current), 0)
         };
-        let memory = checkpoint.map(|c| {
+        let empty_recap = mutation == Some(Mutation::EmptyRecap)
+            && checkpoint.is_some_and(|c| c.retained_tail_start == c.retained_tail_end);
+        // Mutant (`empty-recap`): no verbatim tail was kept, and the memory is left out too.
+        let memory = checkpoint.filter(|_| !empty_recap).map(|c| {
             let m = c.memory_message();
             let h = m.content_hash();
             (m, h)
@@ -329,13 +319,6 @@ impl ReferenceEngine {
                     mandatory_detail(&budget),
                     budget,
                 ));
-            }
-            if self.config.mutation == Some(Mutation::EmptyRecap) {
-                // Mutant: make room by dropping every earlier turn, with no checkpoint.
-                let (p, _) = self.project_inner(snapshot, None, Some(turn_start), prune, false);
-                if p.budget.total <= target {
-                    return Ok(p);
-                }
             }
             let max_compactions = if self.config.mutation == Some(Mutation::LoopCompaction) {
                 MUTANT_LOOP_COMPACTIONS
@@ -459,6 +442,7 @@ impl ReferenceEngine {
         provider: &dyn Provider,
         events: &mut dyn EventSink,
     ) -> CompactionOutcome {
+        let calls_before = self.summarizer_calls;
         events.emit(EngineEvent::CompactionStarted {
             trigger: trigger.as_str().into(),
             strategy: self.strategy_name().into(),
@@ -500,7 +484,7 @@ impl ReferenceEngine {
                     trigger: trigger.as_str().into(),
                     reason: reason.clone(),
                     detail: detail.clone(),
-                    summarizer_calls: 0,
+                    summarizer_calls: (self.summarizer_calls - calls_before) as u32,
                 })
             }
         }
@@ -1118,12 +1102,7 @@ fn mutant_drop_projection_refs(projected: &mut [Entry], originals: &[Entry]) {
 /// `split-tool-pairs` mutant: move a tail start on a turn boundary to just after the turn's
 /// first assistant tool call, so the call is summarized and its results stay verbatim.
 fn mutant_mid_turn(entries: &[Entry], start: usize, history_end: usize) -> usize {
-    for (j, e) in entries
-        .iter()
-        .enumerate()
-        .take(history_end)
-        .skip(start)
-    {
+    for (j, e) in entries.iter().enumerate().take(history_end).skip(start) {
         if j > start && e.message.role == Role::User {
             break;
         }

@@ -1608,7 +1608,8 @@ fn hostile_history_plants_claims_secret_and_canary_early() {
                 .any(|c| c.result.contains(secret.as_str()))
         })
         .expect("secret inside a tool result");
-    assert!(t.iter().all(|t| !t.user.contains(secret.as_str())));
+    // The secret is also in user text, so a summarizer that skips redaction leaks it.
+    assert!(t.iter().any(|t| t.user.contains(secret.as_str())));
     // Both claims, the canary and the secret are followed by far more than a recent tail.
     let last = claim_user.max(claim_tool).max(canary).max(leak);
     let after: u64 = t[last + 1..]
@@ -1764,19 +1765,10 @@ fn thrash_guard_fixed_context_dominates_but_fits() {
         fixed < avail && fixed > avail * 7 / 10,
         "{fixed} of {avail}"
     );
-    // Room for only a few turns of history.
-    let inst = s.instantiate(1, &super::load_counter);
-    let turn: u64 = turns(&inst)[1]
-        .tool_rounds
-        .iter()
-        .flatten()
-        .map(|c| fake_tokens(&c.result))
-        .sum();
-    assert!(
-        (avail - fixed) / turn <= 5,
-        "{} turns fit",
-        (avail - fixed) / turn
-    );
+    // The verbatim tail and summary targets are tiny: every compaction reclaims little, so
+    // the no-progress guard must stop it rather than let it loop.
+    assert!(s.context.recent_tail_tokens <= 500);
+    assert!(s.context.summary_target_tokens <= 400);
 }
 
 #[test]
@@ -1880,35 +1872,4 @@ fn model_and_native_strategy_scenarios() {
     let before: u64 = t[..first_probe].iter().map(|t| turn_tokens(t)).sum();
     assert!(before > available(&m) + 500, "{before}");
     assert_eq!(turns(&a).iter().filter(|t| t.probe.is_some()).count(), 2);
-}
-
-/// Prints per-scenario sizes (for tuning headers): `cargo test -p ctxbench-harness --lib
-/// scenario_sizes -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn scenario_sizes() {
-    let suite = load_suite(&repo_root().join("scenarios")).unwrap();
-    for s in suite {
-        let inst = s.instantiate(1, &super::load_counter);
-        let t = turns(&inst);
-        let sizes: Vec<u64> = t.iter().map(|t| turn_tokens(t)).collect();
-        let total: u64 = sizes.iter().sum();
-        let est = ctxbench_adapters::estimate::RequestEstimator::new(s.model.estimator);
-        let fixed = if s.instructions.is_empty() {
-            0
-        } else {
-            est.message_tokens_uncached(&ctxbench_adapters::Message::system(s.instructions.clone()))
-        } + est.tools_tokens(&s.tools);
-        println!(
-            "{:28} turns {:4} requests {:4} total {:7} fixed {:6} avail {:6} max-turn {:6} first {:?}",
-            s.id,
-            t.len(),
-            request_map(&inst).len(),
-            total,
-            fixed,
-            available(&s),
-            sizes.iter().max().unwrap(),
-            &sizes[..sizes.len().min(4)]
-        );
-    }
 }

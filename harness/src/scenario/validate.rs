@@ -92,9 +92,9 @@ fn one_of<'n>(names: impl IntoIterator<Item = &'n str>, wrong: &str) -> String {
         return "none is defined".to_string();
     }
     let mut s = String::from("one of: ");
-    let shown: Vec<String> = names.iter().take(12).map(|n| format!("`{n}`")).collect();
+    let shown: Vec<String> = names.iter().take(20).map(|n| format!("`{n}`")).collect();
     s.push_str(&shown.join(", "));
-    if names.len() > 12 {
+    if names.len() > 20 {
         s.push_str(&format!(", … ({} in all)", names.len()));
     }
     let best = names
