@@ -194,6 +194,26 @@ mod tests {
     }
 
     #[test]
+    fn empty_odd_and_maximum_histories() {
+        let tok = |s: usize, e: usize| ((e - s) * 10) as u64;
+        // Empty: nothing to keep, the only candidate is the (empty) end.
+        assert_eq!(tail_candidates(&[], 0, 0, 100, &tok), vec![0]);
+        // One odd-sized turn (3 messages) that fits: kept verbatim, then the floor.
+        let one = closed_turns(&[span(0, 3)], 0, 3);
+        assert_eq!(tail_candidates(&one, 0, 3, 100, &tok), vec![0, 3]);
+        // A maximum-sized history: 10,000 turns; the tail still holds whole turns only and
+        // the candidates stay few (bounded summarizer calls).
+        let many: Vec<TurnSpan> = (0..10_000).map(|i| span(i * 2, i * 2 + 2)).collect();
+        let spans = closed_turns(&many, 0, 20_000);
+        let c = tail_candidates(&spans, 0, 20_000, 1_000, &tok);
+        assert_eq!(c, vec![20_000 - 100, 20_000 - 50, 20_000]);
+        assert!(
+            c.iter().all(|s| s % 2 == 0),
+            "every start is a turn boundary"
+        );
+    }
+
+    #[test]
     fn open_turns_are_never_eligible() {
         let turns = vec![
             span(0, 2),

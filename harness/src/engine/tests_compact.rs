@@ -344,3 +344,223 @@ fn a_v1_session_migrates() {
         "rewritten as v2: {text}"
     );
 }
+
+mod direct {
+    //! Engine-level tests that need control over the provider.
+
+    use ctxbench_adapters::capabilities::lookup;
+    use ctxbench_adapters::fake::{FakeProvider, FakeReply, FakeScript, FakeTurn};
+    use ctxbench_adapters::{
+        ModelRequest, ModelResponse, OpaqueItem, Provider, ProviderError, ToolCall,
+    };
+
+    use crate::engine::compaction::CompactionOutcome;
+    use crate::engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
+    use crate::engine::{
+        EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo,
+    };
+    use crate::mode::Mode;
+    use crate::scenario::{ContextConfig, SummaryStrategy};
+    use crate::session::Session;
+
+    struct Events(Vec<EngineEvent>);
+    impl EventSink for Events {
+        fn emit(&mut self, e: EngineEvent) {
+            self.0.push(e);
+        }
+    }
+    struct NoTools;
+    impl ToolExecutor for NoTools {
+        fn execute(&mut self, _c: &ToolCall) -> ToolOutput {
+            ToolOutput {
+                content: String::new(),
+                ok: false,
+            }
+        }
+    }
+
+    fn users(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "Step {i}: keep going. {}",
+                    "More words about the plan. ".repeat(40)
+                )
+            })
+            .collect()
+    }
+
+    fn script(users: &[String], native: bool) -> FakeScript {
+        FakeScript {
+            model: "fake-16k".into(),
+            context_window: 16384,
+            turns: users
+                .iter()
+                .map(|u| FakeTurn {
+                    user: u.clone(),
+                    replies: vec![FakeReply::Text {
+                        text: "Done.".into(),
+                    }],
+                })
+                .collect(),
+            native_compaction: native,
+            ..Default::default()
+        }
+    }
+
+    fn engine(dir: &std::path::Path, strategy: SummaryStrategy) -> ReferenceEngine {
+        std::fs::write(dir.join("AGENTS.md"), "You are a coding agent.").unwrap();
+        ReferenceEngine::create(EngineConfig {
+            mode: Mode::Compact,
+            model: lookup("fake-16k"),
+            context: ContextConfig {
+                reserved_output_tokens: 512,
+                buffer_tokens: 2048,
+                recent_tail_tokens: 800,
+                summary_target_tokens: 300,
+                strategy,
+            },
+            tools: Vec::new(),
+            instructions_path: dir.join("AGENTS.md"),
+            session_dir: dir.join("session"),
+            redact: Vec::new(),
+            faults: EngineFaults::default(),
+            mutation: None,
+        })
+        .unwrap()
+    }
+
+    async fn play(e: &mut ReferenceEngine, p: &dyn Provider, texts: &[String], ev: &mut Events) {
+        for u in texts {
+            e.run_turn(
+                u,
+                TurnIo {
+                    provider: p,
+                    tools: &mut NoTools,
+                    events: ev,
+                },
+            )
+            .await;
+        }
+    }
+
+    /// Answers like the fake, but a summarization request never returns: it signals, then
+    /// waits forever (the test cancels it).
+    struct StallsOnSummary {
+        inner: FakeProvider,
+        called: tokio::sync::mpsc::UnboundedSender<()>,
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for StallsOnSummary {
+        fn name(&self) -> &str {
+            "fake"
+        }
+        async fn complete(&self, r: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+            if ctxbench_adapters::fake::is_summary_request(r) {
+                let _ = self.called.send(());
+                std::future::pending::<()>().await;
+            }
+            self.inner.complete(r).await
+        }
+    }
+
+    #[tokio::test]
+    async fn cancellation_during_summary_generation_leaves_the_session_valid() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts = users(8);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let provider = StallsOnSummary {
+            inner: FakeProvider::new(script(&texts, false)),
+            called: tx,
+        };
+        let mut e = engine(dir.path(), SummaryStrategy::Model);
+        let mut ev = Events(Vec::new());
+        play(&mut e, &provider.inner, &texts, &mut ev).await;
+        let before = e.transcript();
+        let mut tools = NoTools;
+        {
+            let compact = e.compact(
+                false,
+                TurnIo {
+                    provider: &provider,
+                    tools: &mut tools,
+                    events: &mut ev,
+                },
+            );
+            tokio::select! {
+                _ = compact => panic!("the summarization request never returns"),
+                _ = rx.recv() => {} // the summary request is in flight: cancel by dropping
+            }
+        }
+        let reopened = Session::open(&dir.path().join("session")).unwrap();
+        assert!(reopened.checkpoint().is_none(), "no half-made checkpoint");
+        let after: Vec<_> = reopened
+            .entries()
+            .iter()
+            .map(|x| x.message.clone())
+            .collect();
+        assert_eq!(after, before, "the transcript is intact");
+    }
+
+    /// The fake provider under another name: an opaque item made by "fake" must not go to it.
+    struct Renamed(FakeProvider);
+
+    #[async_trait::async_trait]
+    impl Provider for Renamed {
+        fn name(&self) -> &str {
+            "other"
+        }
+        async fn complete(&self, r: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+            self.0.complete(r).await
+        }
+        fn native_compaction(&self) -> bool {
+            false
+        }
+        async fn compact(&self, r: &ModelRequest) -> Result<OpaqueItem, ProviderError> {
+            let _ = r;
+            Err(ProviderError::Rejected {
+                status: 400,
+                message: "no native compaction".into(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn switching_away_from_a_native_checkpoint_rebuilds_from_the_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut texts = users(8);
+        texts.push("One more after the switch.".into());
+        let fake = FakeProvider::new(script(&texts, true));
+        let mut e = engine(dir.path(), SummaryStrategy::Native);
+        let mut ev = Events(Vec::new());
+        play(&mut e, &fake, &texts[..8], &mut ev).await;
+        let out = e
+            .compact(
+                false,
+                TurnIo {
+                    provider: &fake,
+                    tools: &mut NoTools,
+                    events: &mut ev,
+                },
+            )
+            .await;
+        assert!(
+            matches!(out, CompactionOutcome::Compacted { .. }),
+            "{out:?}"
+        );
+        let other = Renamed(FakeProvider::new(script(&texts, false)));
+        let n = ev.0.len();
+        play(&mut e, &other, &texts[8..], &mut ev).await;
+        let rejected = ev.0[n..].iter().any(|e| {
+            matches!(e, EngineEvent::CheckpointRejected { reason } if reason.contains("opaque"))
+        });
+        assert!(rejected, "{:?}", &ev.0[n..]);
+        // The request sent to the other provider carries no opaque item.
+        let budget = ev.0[n..].iter().find_map(|e| match e {
+            EngineEvent::Budgeted(b) => Some(b.clone()),
+            _ => None,
+        });
+        assert_eq!(budget.and_then(|b| b.checkpoint_id), None);
+    }
+}
