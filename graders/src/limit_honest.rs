@@ -15,24 +15,8 @@ use ctxbench_harness::Mode;
 
 use crate::{verdict, GradeContext, Grader};
 
-/// Known stop and failure reasons.
-pub const KNOWN_REASONS: &[&str] = &[
-    "mandatory_context_exceeds_budget",
-    "context_exhausted",
-    "no_safe_completed_span",
-    "summarizer_failed",
-    "summary_invalid",
-    "summary_input_too_large",
-    "strategy_unavailable",
-    "no_progress",
-    "does_not_fit",
-    "checkpoint_write_failed",
-    "provider_overflow",
-    "provider_overflow_after_output",
-    "provider_rejected",
-    "round_limit",
-    "infrastructure",
-];
+/// Known stop and failure reasons: the engine's own vocabulary.
+pub use ctxbench_harness::engine::reference::TURN_REASONS as KNOWN_REASONS;
 
 /// The limit-honesty grader.
 pub struct LimitHonest;

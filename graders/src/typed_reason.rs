@@ -27,26 +27,7 @@ use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
 use crate::{verdict, GradeContext, Grader};
 
-/// Documented `failed` reasons.
-pub const FAILED_REASONS: &[&str] = &[
-    "no_safe_completed_span",
-    "summarizer_failed",
-    "summary_invalid",
-    "summary_input_too_large",
-    "strategy_unavailable",
-    "no_progress",
-    "does_not_fit",
-    "checkpoint_write_failed",
-    "instructions_unreadable",
-];
-
-/// Documented `unchanged` reasons.
-pub const UNCHANGED_REASONS: &[&str] = &[
-    "already_compacted",
-    "nothing_to_compact",
-    "dry_run",
-    "mode_not_compact",
-];
+pub use ctxbench_harness::engine::compaction::{FAILED_REASONS, UNCHANGED_REASONS};
 
 /// The typed-reason grader.
 pub struct TypedReason;

@@ -34,6 +34,27 @@ pub const MAX_COMPACTIONS_PER_TURN: u32 = 3;
 /// Most summarizer calls one transaction may make while backing down the tail.
 pub const MAX_SUMMARIZER_CALLS_PER_TRANSACTION: usize = 3;
 
+/// Every `failed` reason a compaction transaction reports (stable names).
+pub const FAILED_REASONS: &[&str] = &[
+    "no_safe_completed_span",
+    "summarizer_failed",
+    "summary_invalid",
+    "summary_input_too_large",
+    "strategy_unavailable",
+    "no_progress",
+    "does_not_fit",
+    "checkpoint_write_failed",
+    "instructions_unreadable",
+];
+
+/// Every `unchanged` reason a compaction transaction reports.
+pub const UNCHANGED_REASONS: &[&str] = &[
+    "already_compacted",
+    "nothing_to_compact",
+    "dry_run",
+    "mode_not_compact",
+];
+
 /// What asked for a compaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

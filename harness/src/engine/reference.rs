@@ -56,6 +56,28 @@ pub const REASON_MANDATORY: &str = "mandatory_context_exceeds_budget";
 /// Reason of a stop when compaction cannot bring the request under budget.
 pub const REASON_EXHAUSTED: &str = "context_exhausted";
 
+/// Every reason a turn that did not complete can carry: the context stops above, any
+/// compaction failure reason (a stop caused by a failed compaction carries its reason), and
+/// the provider/infrastructure failures.
+pub const TURN_REASONS: &[&str] = &[
+    REASON_MANDATORY,
+    REASON_EXHAUSTED,
+    "no_safe_completed_span",
+    "summarizer_failed",
+    "summary_invalid",
+    "summary_input_too_large",
+    "strategy_unavailable",
+    "no_progress",
+    "does_not_fit",
+    "checkpoint_write_failed",
+    "instructions_unreadable",
+    "provider_overflow",
+    "provider_overflow_after_output",
+    "provider_rejected",
+    "round_limit",
+    "infrastructure",
+];
+
 /// Compactions per input the `loop-compaction` mutant allows (a bound, so the broken
 /// variant still terminates).
 const MUTANT_LOOP_COMPACTIONS: u32 = 4 * MAX_COMPACTIONS_PER_TURN;
