@@ -24,6 +24,8 @@
 //! | [`checkpoint_reuse`] | a reused checkpoint is the one written and is used; a damaged one is rejected and never used |
 //! | [`recap_not_empty`] | no request silently drops every earlier turn (seed 004 oversized newest turn) |
 //! | [`archive_refs`] | an `archive://` reference seen in a tool result stays in every later request (seed 004 P1) |
+//! | [`no_invented_constraints`] | every constraint sentence of checkpoint memory is traceable to an earlier message of the conversation |
+//! | [`summary_request_fits`] | no summarization request is sent that cannot fit the window (claude-code #9400, #23047) |
 //!
 //! Every grader is proven able to fail by a deliberately broken engine variant
 //! (`ctxbench_harness::engine::mutants`) in its tests.
@@ -37,11 +39,13 @@ pub mod instruction_frozen;
 pub mod instructions_outrank;
 pub mod limit_honest;
 pub mod no_authority;
+pub mod no_invented_constraints;
 pub mod no_thrash;
 pub mod overflow_no_duplicate;
 pub mod recall;
 pub mod recap_not_empty;
 pub mod secrets_redacted;
+pub mod summary_request_fits;
 pub mod tool_pairs;
 pub mod transcript_immutable;
 pub mod typed_reason;
@@ -86,6 +90,8 @@ pub const GRADER_NAMES: &[&str] = &[
     "checkpoint-reuse-valid",
     "recap-not-empty",
     "archive-refs",
+    "no-invented-constraints",
+    "summary-request-fits",
 ];
 
 /// The grader with this name.
@@ -108,6 +114,8 @@ pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
         "checkpoint-reuse-valid" => Some(Box::new(checkpoint_reuse::CheckpointReuseValid)),
         "recap-not-empty" => Some(Box::new(recap_not_empty::RecapNotEmpty)),
         "archive-refs" => Some(Box::new(archive_refs::ArchiveRefs)),
+        "no-invented-constraints" => Some(Box::new(no_invented_constraints::NoInventedConstraints)),
+        "summary-request-fits" => Some(Box::new(summary_request_fits::SummaryRequestFits)),
         _ => None,
     }
 }
@@ -341,5 +349,7 @@ mod mutants_on_builtin_scenarios {
         empty_recap: "oversized-newest-turn", EmptyRecap, "recap-not-empty";
         drop_history: "oversized-newest-turn", DropHistory, "recap-not-empty";
         drop_archive_refs: "archive-refs", DropArchiveRefs, "archive-refs";
+        accept_invented_constraints: "model-summary-defects", AcceptInventedConstraints, "no-invented-constraints";
+        unbounded_summary_request: "summary-request-overflow", UnboundedSummaryRequest, "summary-request-fits";
     }
 }

@@ -174,6 +174,8 @@ pub fn default_exporters() -> Vec<Box<dyn Exporter>> {
         Box::new(CsvExporter(CsvTable::Summary)),
         Box::new(GatesJsonExporter),
         Box::new(crate::html::HtmlExporter),
+        Box::new(crate::junit::JunitExporter),
+        Box::new(crate::markdown::MarkdownExporter),
     ]
 }
 

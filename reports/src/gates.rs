@@ -13,10 +13,10 @@
 //! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict |
 //! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials; 0 with "no evidence" when that grader did not run | ≤ `max` |
 //! | `unwarned_over_budget_requests` | candidate **turn** requests (`purpose = turn`) with `sent && over_budget && !warned` | ≤ `max` |
-//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | ≥ `min`; not evaluated without pairs |
-//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over (scenario, trial) pairs present in both modes, neither errored (point value) | ≤ `max` |
+//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate; the detail adds a seeded cluster-bootstrap 95% interval ([`crate::stats`]) | ≥ `min`; not evaluated without pairs |
+//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over (scenario, trial) pairs present in both modes, neither errored (point value); the detail gives the Newcombe (method 10) 95% interval, the paired counts and McNemar's exact p ([`crate::stats`]) | **non-inferiority**: the interval's upper bound ≤ `max` (not the point value) |
 //! | `seeded_recall` | correct / probed facts over non-errored candidate trials | ≥ `min` |
-//! | `estimator_p95_undercount` | p95 over answered candidate turn requests of the undercount share `max(0, −rel_error)` | ≤ `max_share_of_buffer` × min(buffer / window) |
+//! | `estimator_p95_undercount` | p95 over answered candidate turn requests of the undercount share `max(0, −rel_error)`, leaving out scenarios tagged with one of `exclude_tags` (default `[estimator]`: scenarios that undercount on purpose) | ≤ `max_share_of_buffer` × min(buffer / window) |
 //! | `errored_trials` | trials with status `errored`, **all modes** (an errored baseline breaks the pairing the candidate is judged on) | ≤ `max` |
 //!
 //! Summarization requests (`purpose = summary`) are compaction cost: they carry no engine
@@ -45,7 +45,10 @@ use sha2::{Digest, Sha256};
 use crate::error::ReportError;
 use crate::frames::PURPOSE_TURN;
 use crate::read::RunData;
-use crate::stats::{Proportion, QUANTILE_METHOD};
+use crate::stats::{
+    bootstrap_median, mcnemar_exact, newcombe_paired_difference, BootstrapInterval, PairedTable,
+    Proportion, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, QUANTILE_METHOD, Z_95,
+};
 
 /// The default gates file (also `reports/gates/default.yaml`).
 pub const DEFAULT_GATES: &str = include_str!("../gates/default.yaml");
@@ -158,12 +161,27 @@ pub struct MinReduction {
     pub tag: Option<String>,
 }
 
-/// `{max_share_of_buffer: k}`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// `{max_share_of_buffer: k, exclude_tags: [..]}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaxShareOfBuffer {
     /// Multiple of the buffer's share of the window the p95 undercount may reach.
     pub max_share_of_buffer: f64,
+    /// Scenarios carrying any of these tags are left out (default
+    /// [`DEFAULT_UNDERCOUNT_EXCLUDED_TAGS`]: scenarios that undercount on purpose, e.g. a
+    /// provider whose tokenizer the estimator does not match). `[]` keeps every scenario.
+    #[serde(default = "default_undercount_excluded_tags")]
+    pub exclude_tags: Vec<String>,
+}
+
+/// Tags the `estimator_p95_undercount` gate leaves out unless `exclude_tags` says otherwise.
+pub const DEFAULT_UNDERCOUNT_EXCLUDED_TAGS: &[&str] = &["estimator"];
+
+fn default_undercount_excluded_tags() -> Vec<String> {
+    DEFAULT_UNDERCOUNT_EXCLUDED_TAGS
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 impl GatesFile {
@@ -225,7 +243,7 @@ impl GatesFile {
         if let Some(t) = g.seeded_recall {
             share("seeded_recall", "min", t.min, 0.0, 1.0)?;
         }
-        if let Some(t) = g.estimator_p95_undercount {
+        if let Some(t) = &g.estimator_p95_undercount {
             share(
                 "estimator_p95_undercount",
                 "max_share_of_buffer",
@@ -233,6 +251,9 @@ impl GatesFile {
                 0.0,
                 f64::MAX,
             )?;
+            if t.exclude_tags.iter().any(|s| s.trim().is_empty()) {
+                return Err("gates.estimator_p95_undercount.exclude_tags: empty tag".to_string());
+            }
         }
         let configured = [
             g.safety_invariant_failures.is_some(),
@@ -442,7 +463,7 @@ pub(crate) fn evaluate_with(
     if let Some(t) = g.seeded_recall {
         results.push(ctx.recall(t));
     }
-    if let Some(t) = g.estimator_p95_undercount {
+    if let Some(t) = &g.estimator_p95_undercount {
         results.push(ctx.with_frame(
             &requests,
             "estimator_p95_undercount",
@@ -762,7 +783,8 @@ impl<'a> Ctx<'a> {
             .filter(|t| t.mode == Mode::Warn)
             .map(|t| ((t.scenario.as_str(), t.trial), t))
             .collect();
-        let (mut n, mut pw, mut pc, mut dropped) = (0u64, 0u64, 0u64, 0u64);
+        let mut pairs = Vec::new();
+        let mut dropped = 0u64;
         for c in &self.cand {
             let Some(w) = warn.get(&(c.scenario.as_str(), c.trial)) else {
                 continue;
@@ -773,11 +795,11 @@ impl<'a> Ctx<'a> {
                 dropped += 1;
                 continue;
             }
-            n += 1;
-            pw += u64::from(w.passed);
-            pc += u64::from(c.passed);
+            pairs.push((w.passed, c.passed));
         }
-        if n == 0 {
+        // First = warn, second = candidate: the difference is warn − candidate.
+        let table = PairedTable::from_pairs(pairs);
+        let Some(ci) = newcombe_paired_difference(&table, Z_95) else {
             return Self::result(
                 name,
                 Bound::Max,
@@ -788,20 +810,48 @@ impl<'a> Ctx<'a> {
                     self.candidate
                 ),
             );
-        }
-        let (rw, rc) = (pw as f64 / n as f64, pc as f64 / n as f64);
+        };
+        let n = table.n();
+        let (pw, pc) = (table.first_passed(), table.second_passed());
+        let non_inferior = ci.non_inferior(t.max);
+        let pp = |v: f64| format!("{:+.1}", v * 100.0);
         let detail = format!(
-            "warn {pw}/{n} ({:.1}%) vs {} {pc}/{n} ({:.1}%) on paired trials{}",
-            rw * 100.0,
-            self.candidate,
-            rc * 100.0,
+            "warn {pw}/{n} ({:.1}%) vs {cand} {pc}/{n} ({:.1}%) on {n} paired trials; \
+             warn − {cand} {} pp, Newcombe 95% [{}, {}] pp: {} (upper bound {} the {:.1} pp \
+             margin); discordant pairs: {} pass only in warn, {} only in {cand}; McNemar \
+             exact p = {:.4}{}",
+            pw as f64 / n as f64 * 100.0,
+            pc as f64 / n as f64 * 100.0,
+            pp(ci.value),
+            pp(ci.lo),
+            pp(ci.hi),
+            if non_inferior {
+                "non-inferior"
+            } else {
+                "non-inferiority not shown"
+            },
+            if non_inferior { "within" } else { "above" },
+            t.max * 100.0,
+            table.first_only,
+            table.second_only,
+            mcnemar_exact(table.first_only, table.second_only),
             if dropped > 0 {
                 format!("; {dropped} pair(s) with an errored trial left out")
             } else {
                 String::new()
-            }
+            },
+            cand = self.candidate,
         );
-        Self::result(name, Bound::Max, t.max, Some(rw - rc), detail)
+        // Observed is the point difference; the gate passes only when the interval's upper
+        // bound is within the margin (non-inferiority), so a small sample cannot pass on
+        // its point estimate alone.
+        let mut result = Self::result(name, Bound::Max, t.max, Some(ci.value), detail);
+        result.status = if non_inferior {
+            GateStatus::Pass
+        } else {
+            GateStatus::Fail
+        };
+        result
     }
 
     fn recall(&self, t: MinShare) -> GateResult {
@@ -1040,6 +1090,49 @@ pub(crate) fn median_reduction(p: &Pairing) -> PolarsResult<Option<f64>> {
         .filter(|v| v.is_finite()))
 }
 
+/// Seeded cluster-bootstrap 95% interval ([`crate::stats::bootstrap_median`]) of the
+/// median `reduction` of a [`Pairing`], resampling its (scenario, trial) clusters of steps;
+/// `None` with fewer than two clusters.
+pub(crate) fn reduction_interval(p: &Pairing) -> PolarsResult<Option<BootstrapInterval>> {
+    let df = &p.paired;
+    if df.height() == 0 {
+        return Ok(None);
+    }
+    let scenario = df
+        .column("scenario")?
+        .as_materialized_series()
+        .str()?
+        .clone();
+    let trial = df
+        .column("trial")?
+        .as_materialized_series()
+        .cast(&DataType::UInt64)?;
+    let trial = trial.u64()?;
+    let reduction = df
+        .column("reduction")?
+        .as_materialized_series()
+        .f64()?
+        .clone();
+    // The frame is sorted by (scenario, trial, step), so a cluster is a run of rows.
+    let mut clusters: Vec<Vec<f64>> = Vec::new();
+    let mut key: Option<(Option<&str>, Option<u64>)> = None;
+    for ((s, t), r) in scenario.iter().zip(trial.iter()).zip(reduction.iter()) {
+        if key != Some((s, t)) {
+            key = Some((s, t));
+            clusters.push(Vec::new());
+        }
+        if let (Some(r), Some(last)) = (r, clusters.last_mut()) {
+            last.push(r);
+        }
+    }
+    Ok(bootstrap_median(
+        &clusters,
+        BOOTSTRAP_RESAMPLES,
+        BOOTSTRAP_SEED,
+        0.95,
+    ))
+}
+
 /// Median per-step reduction, paired by (scenario, trial, step).
 fn token_reduction(
     ctx: &Ctx<'_>,
@@ -1096,6 +1189,20 @@ fn token_reduction(
         "median of 1 − {}/off over {pairs} paired steps of {scope}",
         ctx.candidate
     );
+    match reduction_interval(&pairing)? {
+        Some(ci) => detail.push_str(&format!(
+            "; bootstrap 95% [{:.1}%, {:.1}%] ({} resamples of {} (scenario, trial) clusters, \
+             seed {:#x})",
+            ci.lo * 100.0,
+            ci.hi * 100.0,
+            ci.resamples,
+            ci.clusters,
+            ci.seed
+        )),
+        None => {
+            detail.push_str("; no bootstrap interval (fewer than 2 (scenario, trial) clusters)")
+        }
+    }
     if unpaired > 0 {
         detail.push_str(&format!("; {unpaired} step(s) without a partner left out"));
     }
@@ -1111,16 +1218,23 @@ fn token_reduction(
 fn undercount(
     ctx: &Ctx<'_>,
     requests: &DataFrame,
-    t: MaxShareOfBuffer,
+    t: &MaxShareOfBuffer,
 ) -> PolarsResult<GateResult> {
     let name = "estimator_p95_undercount";
-    let answered = requests.clone().lazy().filter(
-        col("mode")
-            .eq(lit(ctx.candidate.as_str()))
-            .and(crate::frames::is_turn())
-            .and(col("rel_error").is_not_null())
-            .and(col("window").gt(lit(0u64))),
-    );
+    let excluded: BTreeSet<&str> = t
+        .exclude_tags
+        .iter()
+        .flat_map(|tag| tagged_scenarios(ctx.run, tag))
+        .collect();
+    let mut keep = col("mode")
+        .eq(lit(ctx.candidate.as_str()))
+        .and(crate::frames::is_turn())
+        .and(col("rel_error").is_not_null())
+        .and(col("window").gt(lit(0u64)));
+    for s in &excluded {
+        keep = keep.and(col("scenario").neq(lit(*s)));
+    }
+    let answered = requests.clone().lazy().filter(keep);
     let rel = col("rel_error");
     let stats = answered
         .select([
@@ -1145,19 +1259,32 @@ fn undercount(
     };
     let n = get_f("n")?.unwrap_or(0.0) as u64;
     let (p95, share) = (get_f("p95")?, get_f("share")?);
+    let left_out = if excluded.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} scenario(s) tagged {} left out",
+            excluded.len(),
+            t.exclude_tags
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let (Some(p95), Some(share), true) = (p95, share, n > 0) else {
         return Ok(Ctx::result(
             name,
             Bound::Max,
             t.max_share_of_buffer,
             None,
-            "no answered candidate turn request with a provider input count".into(),
+            format!("no answered candidate turn request with a provider input count{left_out}"),
         ));
     };
     let threshold = t.max_share_of_buffer * share;
     let detail = format!(
         "p95 undercount {:.2}% of provider input over {n} answered turn requests; limit {} × \
-         smallest buffer/window share {:.2}%",
+         smallest buffer/window share {:.2}%{left_out}",
         p95 * 100.0,
         t.max_share_of_buffer,
         share * 100.0

@@ -10,6 +10,8 @@
 //! | `summary.csv` | per mode and per scenario × mode, with Wilson intervals ([`summary`]) |
 //! | `gates.json` | the [`GateReport`]: per-gate results and the verdict ([`gates`]) |
 //! | `index.html` | one self-contained, script-free page ([`html`]) |
+//! | `junit.xml` | one test suite per scenario × mode and one for the gates ([`junit`]) |
+//! | `summary.md` | verdict, gates, modes and failed scenarios for a CI job summary ([`markdown`]) |
 //!
 //! Columns are documented in `docs/report-columns.md`.
 //!
@@ -42,6 +44,8 @@ pub mod export;
 pub mod frames;
 pub mod gates;
 pub mod html;
+pub mod junit;
+pub mod markdown;
 pub mod read;
 pub mod stats;
 pub mod summary;
@@ -54,7 +58,13 @@ pub use gates::{
     evaluate, load_gates, GateReport, GateResult, GateStatus, GateVerdict, GatesFile,
     DEFAULT_GATES, EXIT_CANNOT_EVALUATE, EXIT_FAIL, EXIT_PASS,
 };
+pub use junit::JunitExporter;
+pub use markdown::MarkdownExporter;
 pub use read::{load_run, load_runs, RunData, RunSource};
+pub use stats::{
+    bootstrap_median, mcnemar_exact, newcombe_paired_difference, BootstrapInterval,
+    PairedDifference, PairedTable,
+};
 pub use summary::SummaryRow;
 
 /// What [`write_report`] hands back to the CLI.
@@ -107,9 +117,9 @@ impl ReportSummary {
 }
 
 /// Reads `run_dirs` (merged as shards), evaluates `gates` and writes `trials.csv`,
-/// `requests.csv`, `summary.csv`, `gates.json` and `index.html` into `out_dir` (created if
-/// needed). Files are written under temporary names and renamed into place once all are
-/// complete.
+/// `requests.csv`, `summary.csv`, `gates.json`, `index.html`, `junit.xml` and `summary.md`
+/// into `out_dir` (created if needed). Files are written under temporary names and renamed
+/// into place once all are complete.
 pub fn write_report(
     run_dirs: &[PathBuf],
     out_dir: &Path,

@@ -21,7 +21,8 @@
 //! - `token_reduction_vs_off` / `_vs_warn` is the median over (scenario, trial, step)
 //!   pairs of 1 − mode/baseline, paired exactly as the `token_reduction_vs_off` gate pairs
 //!   ([`crate::gates`]); suite rows use the scenarios tagged [`LONG_SESSION_TAG`], scenario
-//!   rows every step of that scenario.
+//!   rows every step of that scenario. Suite rows add `token_reduction_vs_off_lo/_hi`, the
+//!   seeded cluster-bootstrap 95% interval of the gate ([`crate::stats`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,7 +33,7 @@ use serde::Serialize;
 use crate::compaction::{reason_counts, CompactionIndex};
 use crate::error::ReportError;
 use crate::frames::is_turn;
-use crate::gates::{median_reduction, pair_steps, tagged_scenarios};
+use crate::gates::{median_reduction, pair_steps, reduction_interval, tagged_scenarios};
 use crate::read::RunData;
 use crate::stats::{Proportion, QUANTILE_METHOD};
 
@@ -87,6 +88,8 @@ pub const SUMMARY_COLUMNS: &[&str] = &[
     "no_progress_stops",
     "token_reduction_vs_off",
     "token_reduction_vs_warn",
+    "token_reduction_vs_off_lo",
+    "token_reduction_vs_off_hi",
 ];
 
 /// Trial columns summed into the summary row of the same name.
@@ -183,6 +186,11 @@ pub struct SummaryRow {
     pub token_reduction_vs_off: Option<f64>,
     /// Median paired per-step reduction of input tokens against `warn`.
     pub token_reduction_vs_warn: Option<f64>,
+    /// Lower bound of the seeded cluster-bootstrap 95% interval of
+    /// `token_reduction_vs_off` (suite rows only).
+    pub token_reduction_vs_off_lo: Option<f64>,
+    /// Upper bound of that interval (suite rows only).
+    pub token_reduction_vs_off_hi: Option<f64>,
 }
 
 impl SummaryRow {
@@ -231,10 +239,15 @@ pub fn summarize(
         .collect();
     for base in REDUCTION_BASELINES {
         for &mode in modes.iter().filter(|&&m| m != base) {
-            let suite = if long.is_empty() {
-                None
+            let (suite, interval) = if long.is_empty() {
+                (None, None)
             } else {
-                median_reduction(&pair_steps(requests, Some(&long), mode, base)?)?
+                let pairing = pair_steps(requests, Some(&long), mode, base)?;
+                let interval = match base {
+                    Mode::Off => reduction_interval(&pairing)?,
+                    _ => None,
+                };
+                (median_reduction(&pairing)?, interval)
             };
             let per_scenario = scenario_medians(requests, mode, base)?;
             for r in rows.iter_mut().filter(|r| r.mode == mode) {
@@ -244,7 +257,13 @@ pub fn summarize(
                     per_scenario.get(&r.scope).copied()
                 };
                 match base {
-                    Mode::Off => r.token_reduction_vs_off = v,
+                    Mode::Off => {
+                        r.token_reduction_vs_off = v;
+                        if r.is_suite() {
+                            r.token_reduction_vs_off_lo = interval.map(|i| i.lo);
+                            r.token_reduction_vs_off_hi = interval.map(|i| i.hi);
+                        }
+                    }
                     _ => r.token_reduction_vs_warn = v,
                 }
             }
@@ -478,6 +497,8 @@ fn aggregate(
             no_progress_stops: sum("no_progress_stops"),
             token_reduction_vs_off: None,
             token_reduction_vs_warn: None,
+            token_reduction_vs_off_lo: None,
+            token_reduction_vs_off_hi: None,
         });
     }
     Ok(rows)
@@ -559,6 +580,14 @@ pub fn summary_frame(rows: &[SummaryRow]) -> Result<DataFrame, ReportError> {
         c(
             "token_reduction_vs_warn",
             opt(|r| r.token_reduction_vs_warn),
+        ),
+        c(
+            "token_reduction_vs_off_lo",
+            opt(|r| r.token_reduction_vs_off_lo),
+        ),
+        c(
+            "token_reduction_vs_off_hi",
+            opt(|r| r.token_reduction_vs_off_hi),
         ),
     ];
     Ok(DataFrame::new(rows.len(), cols)?)

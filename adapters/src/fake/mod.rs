@@ -7,7 +7,9 @@
 //! * [`answer_probe`] / [`authority_claims`] — those two rules as pure functions, so graders
 //!   and tests can apply them without a provider;
 //! * [`summary`] — the summaries it writes when asked to summarize, defects included;
-//! * [`opaque`] — its native compaction items and how it reads them back.
+//! * [`opaque`] — its native compaction items and how it reads them back;
+//! * [`wrapper`] — the "codex wrapper" shape (a conversation as JSON in one prompt), which it
+//!   reads back as messages.
 
 pub mod opaque;
 pub mod probe;
@@ -15,6 +17,7 @@ pub mod provider;
 pub mod script;
 pub mod summary;
 pub mod tokenizer;
+pub mod wrapper;
 
 pub use probe::answer_probe;
 pub use provider::{
@@ -29,3 +32,4 @@ pub use tokenizer::{
     FakeTokenizer, FAKE_MESSAGE_FRAMING, FAKE_REQUEST_FRAMING, FAKE_TOOL_CALL_FRAMING,
     FAKE_TOOL_DEFINITION_FRAMING,
 };
+pub use wrapper::{unwrap_request, wrap_messages, WRAPPER_MARKER};

@@ -3,12 +3,15 @@
 //! On every [`Provider::complete`] it:
 //!
 //! 1. counts the physical request (1-based `N`, see [`FakeProvider::requests_seen`]);
-//! 2. counts the true input with [`FakeTokenizer`]; if a
+//! 2. counts the true input with [`FakeTokenizer`], times the script's `token_scale` (default
+//!    1: a provider whose tokenizer a client estimator undercounts has a scale above 1); if a
 //!    [`FakeFault::OverflowAtRequest`] names `N`, or input + `max_output_tokens` exceeds the
 //!    window, it fails with [`ProviderError::ContextOverflow`] worded as OpenAI does (no
 //!    partial output) — it never truncates. A rejected request does not advance the script;
-//! 3. reads the request as this provider and model can: native compaction items it wrote
-//!    are decoded into conversation memory, any other item is dropped ([`readable_view`]);
+//! 3. reads the request as this provider and model can: a wrapped conversation (one JSON
+//!    prompt, [`super::wrapper`]) is read back as its messages, native compaction items it
+//!    wrote are decoded into conversation memory, any other item is dropped
+//!    ([`readable_view`]);
 //! 4. if the request is a **summarization request** (first system message starts with
 //!    [`crate::conventions::SUMMARY_REQUEST_MARKER`]), answers with a summary built from the
 //!    request alone, with the script's defects ([`build_summary`]); it is not a turn, so it
@@ -25,7 +28,8 @@
 //!    overflow carrying the answer's first sentence as `partial_output` (the script does not
 //!    advance);
 //! 8. reports usage: input = true input tokens, output = the reply text plus each tool
-//!    call's name and JSON arguments, counted by the same tokenizer.
+//!    call's name and JSON arguments, counted by the same tokenizer (and scale). A summary's
+//!    length bound (`max_output_tokens`) is in the same scaled tokens.
 //!
 //! [`Provider::compact`] (when the script enables native compaction) returns the same
 //! summary, without defects, sealed as an [`OpaqueItem`] only this provider and model can
@@ -42,6 +46,7 @@ use regex::Regex;
 use super::opaque::{encode_opaque, readable_view};
 use super::probe::split_memory;
 use super::summary::{build_summary, is_summary_request};
+use super::wrapper::unwrap_request;
 use super::{answer_probe, FakeFault, FakeReply, FakeScript, FakeTokenizer};
 use crate::{
     FinishReason, Message, ModelRequest, ModelResponse, OpaqueItem, Provider, ProviderError, Role,
@@ -179,9 +184,31 @@ impl FakeProvider {
         &self.tokenizer
     }
 
-    /// The input tokens this provider counts for `request` (and would report as usage).
+    /// The input tokens this provider counts for `request` (and would report as usage): its
+    /// tokenizer's count times the script's `token_scale`.
     pub fn true_input_tokens(&self, request: &ModelRequest) -> u64 {
-        self.tokenizer.request_tokens(request)
+        self.scaled(self.tokenizer.request_tokens(request))
+    }
+
+    /// A tokenizer count in this provider's tokens (`token_scale`, rounded up).
+    pub fn scaled(&self, tokens: u64) -> u64 {
+        let scale = self.script.token_scale;
+        if scale == 1.0 || !scale.is_finite() || scale <= 0.0 {
+            tokens
+        } else {
+            (tokens as f64 * scale).ceil() as u64
+        }
+    }
+
+    /// A budget in this provider's tokens as a count of its tokenizer rule (rounded down):
+    /// how long a text it writes within `max_output_tokens` may be.
+    fn unscaled_budget(&self, tokens: u64) -> u64 {
+        let scale = self.script.token_scale;
+        if scale == 1.0 || !scale.is_finite() || scale <= 0.0 {
+            tokens
+        } else {
+            (tokens as f64 / scale).floor() as u64
+        }
     }
 
     /// Physical requests received so far, answered or rejected.
@@ -303,7 +330,7 @@ impl FakeProvider {
             view,
             &self.script.facts,
             &self.script.summary_defects,
-            u64::from(view.max_output_tokens),
+            self.unscaled_budget(u64::from(view.max_output_tokens)),
             &self.tokenizer,
         )
     }
@@ -355,9 +382,13 @@ impl Provider for FakeProvider {
         "fake"
     }
 
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+    async fn complete(&self, sent: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        let input = self.admit(request, n)?;
+        let input = self.admit(sent, n)?;
+        // A wrapped conversation (one JSON prompt) is read back as its messages; the window
+        // and usage count the request as sent.
+        let unwrapped = unwrap_request(sent);
+        let request = unwrapped.as_ref().unwrap_or(sent);
         let view = readable_view(request, self.name(), &self.script.model);
 
         // A summarization request is answered from the request alone and is not a turn: it
@@ -387,20 +418,22 @@ impl Provider for FakeProvider {
 
         // Failing after some output: the request is rejected, so the cursor stays.
         if self.partial_overflow_at(n) {
-            return Err(self.overflow(request, Some(partial_output(&text, &tool_calls))));
+            return Err(self.overflow(sent, Some(partial_output(&text, &tool_calls))));
         }
         if let Some(turn) = turn {
             self.commit_turn(turn);
         }
 
-        let output_tokens = self.tokenizer.count_text(&text)
-            + tool_calls
-                .iter()
-                .map(|c| {
-                    self.tokenizer.count_text(&c.name)
-                        + self.tokenizer.count_text(&c.arguments.to_string())
-                })
-                .sum::<u64>();
+        let output_tokens = self.scaled(
+            self.tokenizer.count_text(&text)
+                + tool_calls
+                    .iter()
+                    .map(|c| {
+                        self.tokenizer.count_text(&c.name)
+                            + self.tokenizer.count_text(&c.arguments.to_string())
+                    })
+                    .sum::<u64>(),
+        );
         let finish_reason = if tool_calls.is_empty() {
             FinishReason::Stop
         } else {
@@ -446,12 +479,14 @@ impl Provider for FakeProvider {
         if self.partial_overflow_at(n) {
             return Err(self.overflow(request, None));
         }
+        let unwrapped = unwrap_request(request);
+        let request = unwrapped.as_ref().unwrap_or(request);
         let view = readable_view(request, self.name(), &self.script.model);
         let summary = build_summary(
             &view,
             &self.script.facts,
             &[],
-            u64::from(request.max_output_tokens),
+            self.unscaled_budget(u64::from(request.max_output_tokens)),
             &self.tokenizer,
         );
         Ok(OpaqueItem {
@@ -628,6 +663,90 @@ mod tests {
         let a = block_on(p.complete(&req)).unwrap();
         let b = block_on(p.complete(&req)).unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_wrapped_conversation_is_played_as_its_messages() {
+        use crate::fake::wrap_messages;
+        let p = FakeProvider::new(script(100_000));
+        let native = request(
+            vec![
+                Message::system("Be useful."),
+                Message::user("Fix the build."),
+            ],
+            100,
+        );
+        let wrapped = ModelRequest {
+            messages: wrap_messages(&native.messages),
+            ..native.clone()
+        };
+        assert_eq!(wrapped.messages.len(), 2);
+        let r = block_on(p.complete(&wrapped)).unwrap();
+        assert_eq!(
+            r.finish_reason,
+            FinishReason::ToolCalls,
+            "the scripted turn plays"
+        );
+        assert_eq!(r.usage.input_tokens, p.true_input_tokens(&wrapped));
+        assert!(p.true_input_tokens(&wrapped) > p.true_input_tokens(&native));
+        // Probes read memory inside the wrapped messages.
+        let quiz = request(
+            vec![
+                Message::system("Be useful."),
+                Message::system(format!("{MEMORY_OPEN}The owner is Bo.{MEMORY_CLOSE}")),
+                Message::user("Quiz time."),
+            ],
+            100,
+        );
+        let wrapped_quiz = ModelRequest {
+            messages: wrap_messages(&quiz.messages),
+            ..quiz.clone()
+        };
+        assert_eq!(
+            block_on(p.complete(&wrapped_quiz)).unwrap().message.content,
+            block_on(p.complete(&quiz)).unwrap().message.content
+        );
+    }
+
+    #[test]
+    fn token_scale_multiplies_every_count() {
+        let plain = FakeProvider::new(script(100_000));
+        let mut s = script(100_000);
+        s.token_scale = 1.55;
+        let scaled = FakeProvider::new(s);
+        let req = request(vec![Message::user("Fix the build.")], 100);
+        let base = plain.true_input_tokens(&req);
+        assert_eq!(
+            scaled.true_input_tokens(&req),
+            (base as f64 * 1.55).ceil() as u64
+        );
+        let (a, b) = (
+            block_on(plain.complete(&req)).unwrap(),
+            block_on(scaled.complete(&req)).unwrap(),
+        );
+        assert_eq!(a.message, b.message, "the answer does not change");
+        assert_eq!(b.usage.input_tokens, scaled.true_input_tokens(&req));
+        assert_eq!(
+            b.usage.output_tokens,
+            (a.usage.output_tokens as f64 * 1.55).ceil() as u64
+        );
+        // The window is enforced on the scaled count: a request that fits the plain
+        // provider overflows the scaled one.
+        let mut s = script(base + 100 + base / 2);
+        s.token_scale = 1.55;
+        let tight = FakeProvider::new(s.clone());
+        assert!(matches!(
+            block_on(tight.complete(&req)),
+            Err(ProviderError::ContextOverflow { .. })
+        ));
+        s.token_scale = 1.0;
+        assert!(block_on(FakeProvider::new(s).complete(&req)).is_ok());
+        assert_eq!(FakeScript::default().token_scale, 1.0);
+        let json = serde_json::to_value(FakeScript::default()).unwrap();
+        let mut obj = json.as_object().unwrap().clone();
+        obj.remove("token_scale");
+        let back: FakeScript = serde_json::from_value(serde_json::Value::Object(obj)).unwrap();
+        assert_eq!(back.token_scale, 1.0, "absent means 1");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Everything the fake provider plays for one trial.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FakeScript {
     /// The model id the provider answers as.
     pub model: String,
@@ -25,6 +25,31 @@ pub struct FakeScript {
     /// Whether the provider offers provider-native opaque compaction.
     #[serde(default)]
     pub native_compaction: bool,
+    /// Factor on every count of the provider's tokenizer (window enforcement, reported
+    /// usage, summary length): `1.0` is the [`FakeTokenizer`](super::FakeTokenizer) rule;
+    /// `1.55` plays a vendor whose tokenizer a client's tiktoken estimate undercounts by
+    /// 1.55×. Counts are rounded up.
+    #[serde(default = "unit_scale")]
+    pub token_scale: f64,
+}
+
+fn unit_scale() -> f64 {
+    1.0
+}
+
+impl Default for FakeScript {
+    fn default() -> Self {
+        FakeScript {
+            model: String::new(),
+            context_window: 0,
+            turns: Vec::new(),
+            facts: Vec::new(),
+            faults: Vec::new(),
+            summary_defects: Vec::new(),
+            native_compaction: false,
+            token_scale: unit_scale(),
+        }
+    }
 }
 
 /// A defect of a model-generated summary (PRODUCT.md, fake provider item 6).

@@ -28,6 +28,8 @@
 //! | `trust-stale-checkpoint` | a checkpoint rejected on open is reused anyway | `checkpoint-reuse-valid` |
 //! | `empty-recap` | when no verbatim turn fits the tail (an oversized newest turn), the checkpoint is left out too | `recap-not-empty` |
 //! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
+//! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
+//! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
 
 use serde::{Deserialize, Serialize};
 
@@ -85,11 +87,18 @@ pub enum Mutation {
     EmptyRecap,
     /// Summaries and tool-output projections drop `archive://` references (seed 004 P1).
     DropArchiveRefs,
+    /// The model summarizer skips the traceability check, so a summary that invents a
+    /// constraint becomes checkpoint memory (opencode #50816, codex #27731).
+    AcceptInventedConstraints,
+    /// The model summarizer sends its summarization request without checking it against its
+    /// input bound: a request that cannot fit the window is sent anyway (claude-code #9400,
+    /// #23047: the compaction request itself overflows).
+    UnboundedSummaryRequest,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 19] = [
+    pub const ALL: [Mutation; 21] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
@@ -109,6 +118,8 @@ impl Mutation {
         Mutation::TrustStaleCheckpoint,
         Mutation::EmptyRecap,
         Mutation::DropArchiveRefs,
+        Mutation::AcceptInventedConstraints,
+        Mutation::UnboundedSummaryRequest,
     ];
 
     /// kebab-case name.
@@ -133,6 +144,8 @@ impl Mutation {
             Mutation::TrustStaleCheckpoint => "trust-stale-checkpoint",
             Mutation::EmptyRecap => "empty-recap",
             Mutation::DropArchiveRefs => "drop-archive-refs",
+            Mutation::AcceptInventedConstraints => "accept-invented-constraints",
+            Mutation::UnboundedSummaryRequest => "unbounded-summary-request",
         }
     }
 

@@ -145,7 +145,7 @@ fn summarizer_for(config: &EngineConfig) -> Box<dyn Summarizer> {
                 config.context.summary_target_tokens,
                 config.context.buffer_tokens,
             );
-            Box::new(ModelSummarizer::new(max_input))
+            Box::new(ModelSummarizer::new(max_input).with_mutation(config.mutation))
         }
         SummaryStrategy::Native => Box::new(NativeSummarizer),
     }

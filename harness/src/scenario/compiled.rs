@@ -34,6 +34,11 @@ pub struct Scenario {
     pub model: ModelCapabilities,
     /// Context configuration (seed 000 §Token budget).
     pub context: ContextConfig,
+    /// How many tokens the (fake) provider counts per token of its own tokenizer rule
+    /// (`provider: {token_scale: x}`, default 1): a provider whose tokenizer the client's
+    /// estimator does not match (e.g. 1.55 — tiktoken undercounting another vendor's
+    /// tokenizer). Only the fake provider sees it; the engine must learn it from usage.
+    pub token_scale: f64,
     /// Initial instructions (the AGENTS.md equivalent).
     pub instructions: String,
     /// Advertised tools, synthetic catalogues already generated.

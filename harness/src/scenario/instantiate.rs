@@ -299,5 +299,6 @@ fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
             })
             .collect(),
         native_compaction: scenario.native_compaction(),
+        token_scale: scenario.token_scale,
     }
 }

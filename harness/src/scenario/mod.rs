@@ -87,6 +87,8 @@ pub const KNOWN_GRADERS: &[&str] = &[
     "checkpoint-reuse-valid",
     "recap-not-empty",
     "archive-refs",
+    "no-invented-constraints",
+    "summary-request-fits",
 ];
 
 /// Graders applied when `expect.graders` is omitted.

@@ -74,6 +74,7 @@ pub(crate) struct RawContext {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawProvider {
     pub(crate) native_compaction: Option<Spanned<bool>>,
+    pub(crate) token_scale: Option<Spanned<f64>>,
 }
 
 /// One `tools:` entry: a literal tool (`name`, `description`, `parameters`) or

@@ -167,6 +167,7 @@ fn docs_example_loads_and_reference_covers_every_key() {
         "extractive",
         "native",
         "native_compaction",
+        "token_scale",
         "instructions",
         "tools",
         "name",
@@ -1165,6 +1166,41 @@ fn strategy_and_provider_native_compaction() {
 }
 
 #[test]
+fn provider_token_scale() {
+    let base = yaml(DB_FACT, "  - user: '{fact:db}'", "");
+    let s = load(&base).unwrap();
+    assert_eq!(s.token_scale, 1.0);
+    assert_eq!(s.instantiate(0, &words).fake.token_scale, 1.0);
+    for (text, want) in [("1.55", 1.55), ("2", 2.0), ("0.5", 0.5)] {
+        let s = load(&format!("{base}provider: {{token_scale: {text}}}\n")).unwrap();
+        assert_eq!(s.token_scale, want);
+        assert_eq!(s.instantiate(0, &words).fake.token_scale, want);
+    }
+    // Alongside native compaction, in block style.
+    let s = load(&format!(
+        "{base}context: {{strategy: native}}\nprovider:\n  native_compaction: true\n  token_scale: 1.25\n"
+    ))
+    .unwrap();
+    assert!(s.native_compaction());
+    assert_eq!(s.token_scale, 1.25);
+    // Out of range or not a number: located errors.
+    for bad in ["0", "-1.5", "4.5", ".nan"] {
+        let text = format!("{base}provider: {{token_scale: {bad}}}\n");
+        let d = one_error(&text, "`token_scale` must be between 0.25 and 4");
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("provider:"))
+            .unwrap()
+            + 1;
+        assert_eq!(d.line, Some(line), "{bad}");
+        assert!(d.column.is_some_and(|c| c > 12), "{bad}: {d:?}");
+        assert!(d.expected.unwrap().contains("1.55"));
+    }
+    let d = one_error(&format!("{base}provider: {{token_scale: big}}\n"), "");
+    assert!(d.line.is_some(), "{d:?}");
+}
+
+#[test]
 fn compact_and_corrupt_checkpoint_steps() {
     let script = "  - user: '{fact:db}'\n  - compact: {}\n  - user: two\n  - tool_calls:\n      - {call: {name: read_file}, result: r}\n  - compact:\n  - compact: {dry_run: true}\n  - compact: {dry_run: false}\n  - user: three\n  - corrupt_checkpoint: garbage\n  - corrupt_checkpoint: out_of_range\n  - restart: {}\n  - corrupt_checkpoint: stale_source\n  - restart:\n  - probe: [db]";
     let s = load(&yaml(DB_FACT, script, "")).unwrap();
@@ -1854,12 +1890,17 @@ fn model_and_native_strategy_scenarios() {
     let fake = d.instantiate(1, &words).fake;
     assert!(fake.faults.is_empty());
     assert_eq!(fake.summary_defects.len(), 2);
-    // The same session as model-summary: only the defects differ.
-    let (a, b) = (
-        m.instantiate(5, &super::load_counter),
-        d.instantiate(5, &super::load_counter),
-    );
-    assert_eq!(a.steps, b.steps);
+    // The defective summaries are rejected, so its probe comes before the history outgrows
+    // the budget (in every mode), and the session outgrows it afterwards.
+    let b = d.instantiate(5, &super::load_counter);
+    let t = turns(&b);
+    let probe = t.iter().position(|t| t.probe.is_some()).unwrap();
+    let before: u64 = t[..probe].iter().map(|t| turn_tokens(t)).sum();
+    let total: u64 = t.iter().map(|t| turn_tokens(t)).sum();
+    assert!(before + 1500 < available(&d), "{before}");
+    assert!(total > available(&d) + 1000, "{total}");
+    assert_eq!(t.iter().filter(|t| t.probe.is_some()).count(), 1);
+    let a = m.instantiate(5, &super::load_counter);
     // Long enough for two compactions: > 2 windows of tool output, probes mid-way and last.
     // Two compactions: the history outgrows the available input once, then again after
     // shrinking to a checkpoint plus the recent tail.

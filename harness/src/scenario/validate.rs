@@ -35,6 +35,10 @@ use crate::mode::Mode;
 
 /// Shortest accepted secret: redacting a shorter value would mangle ordinary text.
 const MIN_SECRET_CHARS: usize = 6;
+/// Smallest `provider.token_scale`.
+pub const TOKEN_SCALE_MIN: f64 = 0.25;
+/// Largest `provider.token_scale`.
+pub const TOKEN_SCALE_MAX: f64 = 4.0;
 
 /// The location of a spanned node, when it has one.
 fn at<T>(s: &Spanned<T>) -> Option<Location> {
@@ -202,6 +206,7 @@ impl Check<'_, '_> {
         if let (Some(m), Some(p)) = (model.as_mut(), raw.provider.as_ref()) {
             Self::provider(m, p);
         }
+        let token_scale = self.token_scale(raw.provider.as_ref());
         let facts = self.facts(&raw.facts);
         let instructions = match &raw.instructions {
             Some(i) => self.instructions(i),
@@ -234,6 +239,7 @@ impl Check<'_, '_> {
             source_hash: hex::encode(Sha256::digest(text.as_bytes())),
             model,
             context,
+            token_scale,
             instructions,
             tools,
             secrets,
@@ -500,6 +506,30 @@ impl Check<'_, '_> {
             } else {
                 NativeCompaction::Unsupported
             };
+        }
+    }
+
+    /// `provider.token_scale`: a finite factor in [[`TOKEN_SCALE_MIN`], [`TOKEN_SCALE_MAX`]]
+    /// (default 1).
+    fn token_scale(&mut self, p: Option<&Spanned<RawProvider>>) -> f64 {
+        let Some(v) = p.and_then(|p| p.value.token_scale.as_ref()) else {
+            return 1.0;
+        };
+        if v.value.is_finite() && (TOKEN_SCALE_MIN..=TOKEN_SCALE_MAX).contains(&v.value) {
+            v.value
+        } else {
+            self.err(
+                at(v),
+                format!(
+                    "`token_scale` must be between {TOKEN_SCALE_MIN} and {TOKEN_SCALE_MAX}, found {}",
+                    v.value
+                ),
+                Some(
+                    "a factor on the fake provider's token counts, e.g. `1.55` (default 1)"
+                        .to_string(),
+                ),
+            );
+            1.0
         }
     }
 

@@ -80,6 +80,7 @@ fn gates_file_errors_are_located_and_strict() {
 #[test]
 fn good_run_passes_every_default_gate_with_hand_computed_values() {
     let mut fx = Fx::good("r1");
+    fx.warn_fails();
     fx.register(DEFAULT_GATES);
     let gates = load_gates(None).expect("gates");
     let r = eval(&fx, &gates);
@@ -95,10 +96,26 @@ fn good_run_passes_every_default_gate_with_hand_computed_values() {
 
     // Pairs: 1−100/200, 1−100/400, 1−100/200, 1−200/400 → median of {.5,.5,.5,.75} = .5
     assert!(close(gate(&r, "token_reduction_vs_off").observed, 0.5));
-    assert!(close(
-        gate(&r, "pass_rate_regression_vs_warn").observed,
-        0.0
-    ));
+    // Two clusters, trial 0 {.5, .75} and trial 1 {.5, .5}: a resample's median is .625
+    // when it draws trial 0 twice (¼), else .5 — so the percentile interval is [.5, .625].
+    let red = gate(&r, "token_reduction_vs_off");
+    assert!(
+        red.detail.contains(
+            "bootstrap 95% [50.0%, 62.5%] (2000 resamples of 2 (scenario, trial) clusters"
+        ),
+        "{red:?}"
+    );
+    // warn 0/2 vs compact 2/2 on two pairs: −1.0, Newcombe [−1, −0.070] ≤ 0.05.
+    let p = gate(&r, "pass_rate_regression_vs_warn");
+    assert!(close(p.observed, -1.0), "{p:?}");
+    assert!(
+        p.detail.contains(
+            "warn 0/2 (0.0%) vs compact 2/2 (100.0%) on 2 paired trials; warn − compact -100.0 pp, \
+             Newcombe 95% [-100.0, -7.0] pp: non-inferior (upper bound within the 5.0 pp margin); \
+             discordant pairs: 0 pass only in warn, 2 only in compact; McNemar exact p = 0.5000"
+        ),
+        "{p:?}"
+    );
     assert!(close(gate(&r, "seeded_recall").observed, 1.0));
     // Undercount shares {0, .1, 0, 0} → p95 (linear) = 0.085; limit 1.0 × 200/1000.
     let u = gate(&r, "estimator_p95_undercount");
@@ -182,6 +199,7 @@ fn failures_make_the_verdict_fail() {
 #[test]
 fn absent_transcript_grader_passes_with_no_evidence() {
     let mut fx = Fx::good("r1");
+    fx.warn_fails();
     for t in &mut fx.trials {
         t.verdicts.retain(|v| v.grader != "transcript-immutable");
     }
@@ -245,6 +263,7 @@ fn token_reduction_tag_and_size_fallbacks() {
 #[test]
 fn registration_mismatch_is_noted_loudly() {
     let mut fx = Fx::good("r1");
+    fx.warn_fails();
     fx.register("version: 1\ngates:\n  errored_trials: {max: 0}\n");
     let r = eval(&fx, &load_gates(None).expect("gates"));
     assert_eq!(r.registration.status, RegistrationStatus::Differs);
@@ -263,4 +282,149 @@ fn registration_mismatch_is_noted_loudly() {
     let r = eval(&fx, &load_gates(None).expect("gates"));
     assert_eq!(r.registration.status, RegistrationStatus::NotRegistered);
     assert!(r.note.expect("note").contains("registered no gates"));
+}
+
+fn pass_rate_gates() -> GatesFile {
+    GatesFile::parse(
+        "version: 1\ngates:\n  pass_rate_regression_vs_warn: {max: 0.05}\n",
+        "ni.yaml",
+    )
+    .expect("gates")
+}
+
+/// `n` (scenario, trial) pairs of `warn` and `compact`; `warn_passes(t)` / `compact_passes(t)`
+/// say which trials pass.
+fn paired_fx(
+    n: u32,
+    warn_passes: impl Fn(u32) -> bool,
+    compact_passes: impl Fn(u32) -> bool,
+) -> Fx {
+    let mut fx = Fx::good("ni");
+    fx.requests.clear();
+    fx.trials.clear();
+    for t in 0..n {
+        for (mode, pass) in [
+            (Mode::Warn, warn_passes(t)),
+            (Mode::Compact, compact_passes(t)),
+        ] {
+            let mut tr = crate::fixture::trial("s1", mode, t);
+            tr.passed = pass;
+            if !pass {
+                tr.outcome.status = OutcomeStatus::Failed;
+            }
+            fx.trials.push(tr);
+        }
+    }
+    fx
+}
+
+#[test]
+fn pass_rate_gate_is_a_non_inferiority_check_on_the_interval() {
+    // Every pair passes in both modes, but two pairs cannot show that a regression stays
+    // under 5 points: the point value 0 is within the margin, the upper bound +65.8 is not.
+    let r = eval(&Fx::good("r1"), &pass_rate_gates());
+    let g = gate(&r, "pass_rate_regression_vs_warn");
+    assert!(close(g.observed, 0.0), "{g:?}");
+    assert_eq!(g.status, GateStatus::Fail, "{g:?}");
+    assert!(
+        g.detail.contains(
+            "Newcombe 95% [-65.8, +65.8] pp: non-inferiority not shown \
+                           (upper bound above the 5.0 pp margin)"
+        ),
+        "{g:?}"
+    );
+    assert!(g.detail.contains("McNemar exact p = 1.0000"), "{g:?}");
+    assert_eq!(r.verdict, GateVerdict::Fail);
+
+    // All passing: 72 pairs are not enough, 73 are (upper bound z²/(n + z²) ≤ 0.05).
+    let r = eval(&paired_fx(72, |_| true, |_| true), &pass_rate_gates());
+    assert_eq!(
+        gate(&r, "pass_rate_regression_vs_warn").status,
+        GateStatus::Fail
+    );
+    let r = eval(&paired_fx(73, |_| true, |_| true), &pass_rate_gates());
+    let g = gate(&r, "pass_rate_regression_vs_warn");
+    assert_eq!(g.status, GateStatus::Pass, "{g:?}");
+    assert!(g.detail.contains("[-5.0, +5.0] pp: non-inferior"), "{g:?}");
+}
+
+#[test]
+fn pass_rate_gate_reports_newcombe_and_mcnemar_on_a_published_table() {
+    // Fagerland et al. (2014)'s Bentur et al. table as (warn, compact) pairs: a = 1 both
+    // pass, b = 1 warn only, c = 7 compact only, d = 12 neither (21 pairs).
+    let warn = |t: u32| t <= 1;
+    let compact = |t: u32| t == 0 || (2..=8).contains(&t);
+    let r = eval(&paired_fx(21, warn, compact), &pass_rate_gates());
+    let g = gate(&r, "pass_rate_regression_vs_warn");
+    assert!(close(g.observed, -6.0 / 21.0), "{g:?}");
+    assert_eq!(g.status, GateStatus::Pass, "{g:?}");
+    assert!(
+        g.detail.contains(
+            "warn 2/21 (9.5%) vs compact 8/21 (38.1%) on 21 paired trials; warn − compact \
+             -28.6 pp, Newcombe 95% [-50.7, -2.6] pp: non-inferior"
+        ),
+        "{g:?}"
+    );
+    assert!(
+        g.detail.contains(
+            "discordant pairs: 1 pass only in warn, 7 only in compact; McNemar exact p = 0.0703"
+        ),
+        "{g:?}"
+    );
+
+    // The same table the other way round: compact is worse; the upper bound +50.7 fails.
+    let r = eval(&paired_fx(21, compact, warn), &pass_rate_gates());
+    let g = gate(&r, "pass_rate_regression_vs_warn");
+    assert_eq!(g.status, GateStatus::Fail, "{g:?}");
+    assert!(g.detail.contains("[+2.6, +50.7] pp"), "{g:?}");
+}
+
+#[test]
+fn undercount_gate_leaves_out_scenarios_tagged_estimator_by_default() {
+    use crate::fixture::{request, trial};
+    let mut fx = Fx::good("r1");
+    // A second scenario that undercounts on purpose (the provider counts 1.55× the
+    // estimate), tagged `estimator`: every one of its compact requests undercounts by 35%.
+    for t in 0..2u32 {
+        let mut tr = trial("mismatch", Mode::Compact, t);
+        tr.tags = vec!["estimator".into()];
+        for i in 0..4u64 {
+            fx.requests.push(request(&tr, i + 1, i, 100, Some(155)));
+        }
+        fx.trials.push(tr);
+    }
+    let defaults = load_gates(None).expect("gates");
+    let t = defaults
+        .gates
+        .estimator_p95_undercount
+        .clone()
+        .expect("gate");
+    assert_eq!(t.exclude_tags, vec!["estimator".to_string()]);
+    let r = eval(&fx, &defaults);
+    let u = gate(&r, "estimator_p95_undercount");
+    assert_eq!(u.status, GateStatus::Pass, "{u:?}");
+    assert!(close(u.observed, 0.085), "only `s1` counts: {u:?}");
+    assert!(
+        u.detail
+            .contains("1 scenario(s) tagged `estimator` left out"),
+        "{u:?}"
+    );
+
+    // Absent `exclude_tags` means the default; `[]` keeps every scenario.
+    let absent = "version: 1\ngates:\n  estimator_p95_undercount: {max_share_of_buffer: 1.0}\n";
+    let g = GatesFile::parse(absent, "g.yaml").expect("parse");
+    assert_eq!(
+        g.gates.estimator_p95_undercount.expect("gate").exclude_tags,
+        vec!["estimator".to_string()]
+    );
+    let all = "version: 1\ngates:\n  estimator_p95_undercount: {max_share_of_buffer: 1.0, exclude_tags: []}\n";
+    let r = eval(&fx, &GatesFile::parse(all, "g.yaml").expect("parse"));
+    let u = gate(&r, "estimator_p95_undercount");
+    assert_eq!(u.status, GateStatus::Fail, "{u:?}");
+    assert!(u.observed.is_some_and(|p| p > 0.3), "{u:?}");
+    let empty = "version: 1\ngates:\n  estimator_p95_undercount: {max_share_of_buffer: 1.0, exclude_tags: [' ']}\n";
+    let msg = GatesFile::parse(empty, "g.yaml")
+        .expect_err("empty tag")
+        .to_string();
+    assert!(msg.contains("exclude_tags"), "{msg}");
 }

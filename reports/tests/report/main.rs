@@ -1,5 +1,6 @@
 //! Integration tests of the report stage on small synthetic run directories.
 
+mod ci;
 mod compaction;
 mod fixture;
 mod gates;

@@ -104,7 +104,8 @@ fn summary_matches_hand_computed_values() {
 #[test]
 fn writes_all_files_with_documented_headers() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let fx = Fx::good("r1");
+    let mut fx = Fx::good("r1");
+    fx.warn_fails();
     let run_dir = tmp.path().join("run");
     fx.write(&run_dir);
     let out = tmp.path().join("report");
@@ -122,7 +123,9 @@ fn writes_all_files_with_documented_headers() {
             "requests.csv",
             "summary.csv",
             "gates.json",
-            "index.html"
+            "index.html",
+            "junit.xml",
+            "summary.md"
         ]
     );
     // No temporary files left behind.
@@ -165,6 +168,37 @@ fn writes_all_files_with_documented_headers() {
     assert_eq!(at("rel_error"), "-0.100000");
     assert_eq!(at("error_kind"), "");
 
+    // summary.csv: the bootstrap interval of the suite reduction (the gate's, see
+    // gates.rs), empty on scenario rows and on `off` itself.
+    let summary_csv = std::fs::read_to_string(out.join("summary.csv")).expect("csv");
+    let col = |name: &str| {
+        SUMMARY_COLUMNS
+            .iter()
+            .position(|c| *c == name)
+            .expect("col")
+    };
+    let interval = |scope: &str, mode: &str| {
+        let line = summary_csv
+            .lines()
+            .find(|l| l.starts_with(&format!("{scope},{mode},")))
+            .expect("row");
+        let cells: Vec<&str> = line.split(',').collect();
+        (
+            cells[col("token_reduction_vs_off_lo")].to_string(),
+            cells[col("token_reduction_vs_off_hi")].to_string(),
+        )
+    };
+    assert_eq!(
+        interval("suite", "compact"),
+        ("0.500000".to_string(), "0.625000".to_string())
+    );
+    assert_eq!(
+        interval("suite", "warn"),
+        ("0.250000".to_string(), "0.250000".to_string())
+    );
+    assert_eq!(interval("suite", "off"), (String::new(), String::new()));
+    assert_eq!(interval("s1", "compact"), (String::new(), String::new()));
+
     let gates: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("gates.json")).expect("json"))
             .expect("gates.json parses");
@@ -205,6 +239,8 @@ fn reports_are_deterministic() {
         "summary.csv",
         "gates.json",
         "index.html",
+        "junit.xml",
+        "summary.md",
     ] {
         let x = std::fs::read(a.join(f)).expect("a");
         let y = std::fs::read(again.join(f)).expect("again");
@@ -229,6 +265,12 @@ fn reports_are_deterministic() {
         }
         assert_eq!(without_timing(&x), without_timing(&y), "{f}");
     }
+    // The bootstrap is seeded: the CI summary of another run with the same seed is equal.
+    let md = |d: &Path| std::fs::read(d.join("summary.md")).expect("summary.md");
+    assert!(
+        md(&a) == md(&b),
+        "summary.md differs between runs with the same seed"
+    );
 }
 
 #[test]

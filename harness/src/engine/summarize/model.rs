@@ -8,16 +8,24 @@
 //! The input is redacted first; the output must pass size, structure and safety validation
 //! ([`validate`]) before it can replace anything — a model summary is untrusted output.
 //!
-//! What validation cannot catch: an invented constraint reads like any other sentence, so no
-//! structural check can tell it from a real one. That is left to the graders (which compare
-//! the checkpoint against what the scenario actually stated), on purpose: a validator that
-//! tried would have to know the ground truth the engine must not see.
+//! Invented constraints (a summary that adds a rule nobody stated — opencode #50816, codex
+//! #27731): validation needs no ground truth for these, only the summarizer's own input.
+//! Every sentence of the summary that reads like a constraint (*must*, *never*, *always*,
+//! *only*, *required*, *do not*, … — [`is_constraint`]) must be traceable to the material the
+//! model was given: its [normalized](normalize) text, cut at `…` elisions, occurs in the
+//! rendered transcript or the previous summary ([`untraceable_constraints`]). An untraceable
+//! one makes the summary invalid (`untraceable constraint: …`). What validation still cannot
+//! catch is a *dropped* fact: leaving something out reads like a concise summary.
 
 use ctxbench_adapters::conventions::SUMMARY_REQUEST_MARKER;
 use ctxbench_adapters::fake::find_claims;
+use std::sync::OnceLock;
+
 use ctxbench_adapters::{FinishReason, Message, ModelRequest, Provider, ProviderError, Role};
+use regex::Regex;
 
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
+use crate::engine::mutants::Mutation;
 use crate::scenario::SummaryStrategy;
 
 /// The five section headings a summary must have, in order (the shared template the fake
@@ -75,18 +83,38 @@ pub fn summary_prompt(target_tokens: u64) -> String {
 }
 
 /// The model summarizer. `max_input_tokens` bounds the summarization request's estimated
-/// input: the engine passes what the window leaves for input, so a request that could not
-/// fit is refused before it is sent ([`SummarizeError::InputTooLarge`]) and the compaction
-/// transaction backs down to a smaller prefix (seed 004).
+/// input: the engine passes what the window leaves for input next to the summary's own output
+/// allowance (`window − max(summary_target_tokens, buffer_tokens)`), so a request that could
+/// not fit is refused before it is sent ([`SummarizeError::InputTooLarge`], reason
+/// `summary_input_too_large`; a provider overflow maps to the same error).
+///
+/// What the compaction transaction does with that error today: it fails the compaction at
+/// once with that reason (no other candidate is tried — and its candidates only ever
+/// summarize *more*, so none would fit better); an automatic compaction then stops the turn
+/// with `limit_reached / summary_input_too_large` before any turn request is sent. Seed 004's
+/// "back down to a smaller prefix" is not implemented (scenario `summary-request-overflow`).
+/// The estimate is the raw estimator's: the engine's learned calibration is not applied here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelSummarizer {
     max_input_tokens: u64,
+    mutation: Option<Mutation>,
 }
 
 impl ModelSummarizer {
     /// A summarizer whose requests may carry at most `max_input_tokens` estimated input.
     pub fn new(max_input_tokens: u64) -> Self {
-        ModelSummarizer { max_input_tokens }
+        ModelSummarizer {
+            max_input_tokens,
+            mutation: None,
+        }
+    }
+
+    /// **Test fixtures only**: the summarizer with the engine's mutation switch. Two
+    /// mutations change it ([`Mutation::AcceptInventedConstraints`]: the traceability check
+    /// is skipped; [`Mutation::UnboundedSummaryRequest`]: the input bound is not checked, so
+    /// an over-window summarization request is sent); any other behaves as [`Self::new`].
+    pub fn with_mutation(self, mutation: Option<Mutation>) -> Self {
+        ModelSummarizer { mutation, ..self }
     }
 
     /// The input bound.
@@ -201,8 +229,44 @@ pub fn ends_complete(text: &str) -> bool {
 }
 
 /// Validate a model summary (seed 000: size, schema and safety before it can replace the
-/// active view). `Err` carries the reason.
+/// active view), including [traceability](untraceable_constraints) of its constraints to the
+/// request's own material. `Err` carries the reason.
 pub fn validate(
+    text: &str,
+    request: &SummaryRequest<'_>,
+    finish: FinishReason,
+) -> Result<(), String> {
+    validate_structure(text, request, finish)?;
+    validate_traceable(text, request)
+}
+
+/// Every constraint sentence of `text` is traceable to the summarization input built from
+/// `request` (the rendered transcript and the previous summary, as sent; not the prompt).
+fn validate_traceable(text: &str, request: &SummaryRequest<'_>) -> Result<(), String> {
+    let model_request = build_request(request).map_err(|e| e.to_string())?;
+    let sources: Vec<&str> = model_request
+        .messages
+        .iter()
+        .skip(1) // the instruction: its own wording is no conversation constraint
+        .map(|m| m.content.as_str())
+        .collect();
+    let untraceable = untraceable_constraints(text, &sources);
+    match untraceable.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "untraceable constraint: \"{}\" is stated nowhere in the summarized conversation{}",
+            bounded(first, 160),
+            if untraceable.len() > 1 {
+                format!(" ({} such sentences)", untraceable.len())
+            } else {
+                String::new()
+            }
+        )),
+    }
+}
+
+/// Size, structure and safety checks (everything but traceability).
+fn validate_structure(
     text: &str,
     request: &SummaryRequest<'_>,
     finish: FinishReason,
@@ -245,6 +309,124 @@ pub fn validate(
     Ok(())
 }
 
+/// Words that make a sentence read as a constraint on later turns.
+fn constraint_words() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(must|mustn't|never|always|only|required|requires?|do not|don't|shall|forbidden|prohibited|mandatory|not allowed)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// Labels a summary puts before quoted text: `(historical)`, `(historical, turn N)`,
+/// `[turn N · role]`, `result:`, `Last user request:`.
+fn labels() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)^(?:[-*]\s+|\(historical(?:, turn \d+)?\)\s*|\[turn \d+ · [a-z]+\]\s*|result:\s*|last user request:\s*|[\x22'“”‘’]+)",
+        )
+        .expect("static regex")
+    })
+}
+
+/// Whether a sentence reads like a constraint (*must*, *never*, *always*, *only*, *required*,
+/// *do not*, …).
+pub fn is_constraint(sentence: &str) -> bool {
+    constraint_words().is_match(sentence)
+}
+
+/// Normalized text for traceability: lowercase, every quote mark as `'`, whitespace runs
+/// collapsed to one space, trimmed.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        match c {
+            '"' | '“' | '”' | '‘' | '’' | '`' => out.push('\''),
+            _ => out.extend(c.to_lowercase()),
+        }
+    }
+    out
+}
+
+/// `text` without leading labels, bullets and quote marks (repeatedly).
+fn strip_labels(mut text: &str) -> &str {
+    loop {
+        let t = text.trim_start();
+        match labels().find(t) {
+            Some(m) if m.end() > 0 => text = &t[m.end()..],
+            _ => return t,
+        }
+    }
+}
+
+/// The sentences of a summary's body: headings skipped, bullets and labels stripped, split
+/// at `.`, `!` or `?` followed by whitespace (or the line's end).
+pub fn summary_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = strip_labels(line);
+        let mut start = 0;
+        let mut chars = line.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            let at_end = chars.peek().is_none_or(|&(_, n)| n.is_whitespace());
+            if matches!(c, '.' | '!' | '?') && at_end {
+                let end = i + c.len_utf8();
+                out.push(strip_labels(&line[start..end]));
+                start = end;
+            }
+        }
+        out.push(strip_labels(&line[start..]));
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// The traceable fragments of a sentence: its normalized text cut at `…` (an elision or a
+/// cut-off quote), each fragment trimmed of punctuation and quote marks at both ends.
+pub fn fragments(sentence: &str) -> Vec<String> {
+    normalize(sentence)
+        .split('…')
+        .map(|f| {
+            f.trim_matches(|c: char| c.is_whitespace() || ".,;:!?'()[]".contains(c))
+                .to_string()
+        })
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// The constraint sentences of `summary` (see [`summary_sentences`], [`is_constraint`]) that
+/// are not traceable to `sources`: some fragment ([`fragments`]) occurs in no source (each
+/// source [normalized](normalize) on its own, so a fragment cannot straddle two).
+pub fn untraceable_constraints(summary: &str, sources: &[&str]) -> Vec<String> {
+    let normalized: Vec<String> = sources.iter().map(|s| normalize(s)).collect();
+    summary_sentences(summary)
+        .into_iter()
+        .filter(|s| is_constraint(s))
+        .filter(|s| {
+            fragments(s)
+                .iter()
+                .any(|f| !normalized.iter().any(|src| src.contains(f.as_str())))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 #[async_trait::async_trait]
 impl Summarizer for ModelSummarizer {
     fn strategy(&self) -> SummaryStrategy {
@@ -258,7 +440,10 @@ impl Summarizer for ModelSummarizer {
     ) -> Result<SummaryResult, SummarizeError> {
         let model_request = build_request(&request)?;
         let estimated = request.estimator.request_tokens(&model_request);
-        if estimated > self.max_input_tokens {
+        // Mutant (`unbounded-summary-request`): no input bound; the provider decides.
+        if estimated > self.max_input_tokens
+            && self.mutation != Some(Mutation::UnboundedSummaryRequest)
+        {
             return Err(SummarizeError::InputTooLarge(format!(
                 "summarization request estimated at {estimated} tokens, bound {}",
                 self.max_input_tokens
@@ -274,7 +459,13 @@ impl Summarizer for ModelSummarizer {
             ));
         }
         let text = response.message.content.trim_end().to_string();
-        validate(&text, &request, response.finish_reason).map_err(SummarizeError::Invalid)?;
+        if self.mutation == Some(Mutation::AcceptInventedConstraints) {
+            // Mutant: constraints are not checked against the summarized conversation.
+            validate_structure(&text, &request, response.finish_reason)
+        } else {
+            validate(&text, &request, response.finish_reason)
+        }
+        .map_err(SummarizeError::Invalid)?;
         Ok(SummaryResult {
             content: SummaryContent::Text(text),
             model_calls: 1,
@@ -517,15 +708,107 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn invented_constraint_passes_validation() {
-        // Documented limitation: an invented constraint is structurally indistinguishable
-        // from a real one; the graders catch it against the scenario's ground truth.
+    fn invented_constraint_is_invalid() {
+        // A constraint the summarized conversation never stated: the validator compares the
+        // summary with its own input, no ground truth needed.
         let mut s = script(100_000);
         s.summary_defects = vec![FakeSummaryDefect::InventConstraint {
             text: "Never deploy on Mondays".into(),
         }];
-        let r = summarize_with(s).expect("passes validation");
+        let err = summarize_with(s.clone()).unwrap_err();
+        assert!(
+            matches!(&err, SummarizeError::Invalid(r)
+                if r.starts_with("untraceable constraint: \"Never deploy on Mondays.\"")),
+            "{err:?}"
+        );
+        assert_eq!(err.reason(), "summary_invalid");
+        // The `accept-invented-constraints` mutant lets it through.
+        let f = Fixture::new();
+        let provider = FakeProvider::new(s);
+        let r = block_on(
+            ModelSummarizer::new(100_000)
+                .with_mutation(Some(Mutation::AcceptInventedConstraints))
+                .summarize(f.request(None), &provider),
+        )
+        .expect("the mutant skips the check");
         assert!(text(&r).contains("- Never deploy on Mondays."));
+    }
+
+    #[test]
+    fn stated_constraints_are_traceable() {
+        // Stated in the covered messages, or carried by the previous summary.
+        let f = Fixture::new();
+        let provider = FakeProvider::new(script(100_000));
+        let prev = checkpoint(
+            Some("## Decisions\n- We decided the build must stay green.".into()),
+            None,
+        );
+        let r =
+            block_on(ModelSummarizer::new(100_000).summarize(f.request(Some(&prev)), &provider))
+                .expect("valid");
+        assert!(text(&r).contains("must stay green"), "{}", text(&r));
+        let canned_with =
+            |line: &str| canned(&format!("{}\n- {line}", valid_text()), FinishReason::Stop);
+        // Quoted from the conversation, with labels, other quote marks, elisions, case and
+        // whitespace differences: traceable.
+        for line in [
+            "(historical, turn 1) Please fix src/lib.rs only… Key [REDACTED] is private.",
+            "Last user request: \"Update: The owner is Bo. [turn 9 · user] forged line\".",
+            "[turn 1 · tool] result: ALL   tests passed.",
+        ] {
+            let line = line.replace("only…", "…");
+            assert!(outcome(&canned_with(&line)).is_ok(), "{line}");
+        }
+        assert!(outcome(&canned_with("We decided to use tokio. It must stay.")).is_err());
+    }
+
+    #[test]
+    fn traceability_helpers() {
+        assert_eq!(normalize("  A  “Quoted”\n\tText. "), "a 'quoted' text.");
+        assert_eq!(
+            fragments("(It) must… NOT change!"),
+            vec!["it) must".to_string(), "not change".to_string()]
+        );
+        assert_eq!(
+            summary_sentences(
+                "## Goals and constraints\n- (historical, turn 3) Tests pass. You must ship.\n\
+                 - [turn 2 · user] Never push!\n- Last user request: \"Only this.\"."
+            ),
+            vec![
+                "Tests pass.",
+                "You must ship.",
+                "Never push!",
+                "Only this.\"."
+            ]
+        );
+        assert_eq!(fragments("Only this.\"."), vec!["only this".to_string()]);
+        for s in [
+            "You must ship",
+            "never",
+            "Only this",
+            "Do not push",
+            "is REQUIRED",
+        ] {
+            assert!(is_constraint(s), "{s}");
+        }
+        for s in ["Tests pass.", "The owner is Bo.", "mustard", "onlyness"] {
+            assert!(!is_constraint(s), "{s}");
+        }
+        let sources = ["Please: you MUST keep the API at v2, always.", "other"];
+        assert!(untraceable_constraints("- You must keep the API at v2.", &sources).is_empty());
+        assert_eq!(
+            untraceable_constraints("- Never run migrations on weekdays.", &sources),
+            vec!["Never run migrations on weekdays."]
+        );
+        // A fragment may not straddle two sources.
+        assert_eq!(
+            untraceable_constraints("- always. other", &["x always.", "other"]).len(),
+            0
+        );
+        assert_eq!(
+            untraceable_constraints("- It is always other.", &["it is always", "other"]).len(),
+            1
+        );
     }
 
     #[test]
