@@ -79,26 +79,8 @@ fn omission_re() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"\[omitted:[^\]]*\]").expect("static regex"))
 }
 
-/// Lowercase, quote marks as `'`, whitespace collapsed, trimmed.
-pub(crate) fn normalize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut space = false;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            continue;
-        }
-        if space {
-            out.push(' ');
-            space = false;
-        }
-        match c {
-            '"' | '“' | '”' | '‘' | '’' | '`' => out.push('\''),
-            _ => out.extend(c.to_lowercase()),
-        }
-    }
-    out
-}
+/// The same normalization the engine's validator uses (a text utility, not a verdict).
+pub(crate) use ctxbench_harness::engine::summarize::model::normalize;
 
 fn strip_labels(mut text: &str) -> &str {
     loop {
