@@ -337,3 +337,96 @@ fn default_run_passes_the_gates_with_compact() {
         .unwrap();
     assert!(reduction >= 0.30, "{reduction}");
 }
+
+/// Debian's Chromium, as `ci/test` installs it. Outside CI a missing browser skips the test;
+/// under CI (`CI` set) it fails, so the check can never silently not run.
+fn chromium() -> Option<PathBuf> {
+    let found = std::env::var_os("CTXBENCH_CHROMIUM")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from))
+        .find(|p| p.is_file());
+    if found.is_none() && std::env::var_os("CI").is_some() {
+        panic!("Chromium is required under CI (ci/test installs Debian's `chromium`)");
+    }
+    found
+}
+
+fn headless(browser: &Path, profile: &Path, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg("120")
+        .arg(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .output()
+        .expect("run chromium")
+}
+
+#[test]
+fn hostile_report_renders_in_a_real_browser_without_running_injected_script() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipping: no Chromium (set CI to make this a failure)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ctxbench(
+        tmp.path(),
+        &[
+            "run",
+            "--scenario",
+            "hostile-history",
+            "--out",
+            "r",
+            "--progress",
+            "none",
+        ],
+    );
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&out)
+    );
+    let page = tmp.path().join("r/report/index.html");
+    let url = format!("file://{}", page.display());
+    // The DOM after parsing (and after any script would have run).
+    let dom = headless(&browser, &tmp.path().join("p1"), &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("</html>"), "no DOM dumped");
+    assert!(
+        !dom.contains("<script"),
+        "a script element exists in the DOM"
+    );
+    assert!(
+        !dom.contains("<img"),
+        "an injected img element exists in the DOM"
+    );
+    assert!(
+        dom.contains("&lt;script&gt;alert('ctxbench-xss')"),
+        "the canary is shown as text"
+    );
+    // The page renders: a screenshot well above the size of a blank page (~5 KB).
+    let png = tmp.path().join("shot.png");
+    let shot = headless(
+        &browser,
+        &tmp.path().join("p2"),
+        &[
+            "--window-size=1200,900",
+            &format!("--screenshot={}", png.display()),
+            &url,
+        ],
+    );
+    let size = std::fs::metadata(&png)
+        .unwrap_or_else(|_| panic!("no screenshot: {}", text(&shot)))
+        .len();
+    assert!(size > 20_000, "screenshot looks blank ({size} bytes)");
+}
