@@ -18,11 +18,11 @@ fn main() {
     let mut out = String::from("/// The built-in suite: (file name, YAML text), sorted by name.\npub const BUILTIN_SUITE: &[(&str, &str)] = &[\n");
     for n in &names {
         println!("cargo:rerun-if-changed=scenarios/{n}");
-        let abs = std::fs::canonicalize(dir.join(n)).expect("scenario file path");
+        // Resolved when the binary crate compiles, relative to its own manifest, so a build
+        // directory shared between checkouts never points at another checkout's files.
         let _ = writeln!(
             out,
-            "    ({n:?}, include_str!({:?})),",
-            abs.display().to_string()
+            "    ({n:?}, include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/scenarios/{n}\"))),"
         );
     }
     out.push_str("];\n");

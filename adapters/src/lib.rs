@@ -50,5 +50,7 @@ pub mod provider;
 pub mod types;
 
 pub use error::ProviderError;
+/// The "codex wrapper" request shape, shared by engines that use it and the fake provider.
+pub use fake::wrapper;
 pub use provider::Provider;
 pub use types::*;

@@ -543,7 +543,12 @@ fn assemble(
                         || declared_total.max(row.observed_estimate) > available;
                     row.warned = warned;
                 }
-                for m in &request.messages {
+                // A wrapped ("Codex wrapper") request is recorded as the conversation it
+                // carries, so graders judge the same active view as for a native request; its
+                // size above is the wrapped request's, as sent.
+                let logical = ctxbench_adapters::wrapper::unwrap_request(&request);
+                let carried = logical.as_ref().unwrap_or(&request);
+                for m in &carried.messages {
                     let h = m.content_hash().to_hex();
                     messages.entry(h.clone()).or_insert_with(|| m.clone());
                     row.message_hashes.push(h);

@@ -28,6 +28,7 @@
 //! | `trust-stale-checkpoint` | a checkpoint rejected on open is reused anyway | `checkpoint-reuse-valid` |
 //! | `empty-recap` | when no verbatim turn fits the tail (an oversized newest turn), the checkpoint is left out too | `recap-not-empty` |
 //! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
+//! | `wrap-full-transcript` | the Codex wrapper serializes the whole transcript, not the active view | `recall` (the engine can only stop) |
 //! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
 //! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
 
@@ -94,11 +95,14 @@ pub enum Mutation {
     /// input bound: a request that cannot fit the window is sent anyway (claude-code #9400,
     /// #23047: the compaction request itself overflows).
     UnboundedSummaryRequest,
+    /// The "Codex wrapper" serializes the whole transcript into its prompt instead of the
+    /// bounded active view (seed 000 §Forge engine coverage).
+    WrapFullTranscript,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 21] = [
+    pub const ALL: [Mutation; 22] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
@@ -120,6 +124,7 @@ impl Mutation {
         Mutation::DropArchiveRefs,
         Mutation::AcceptInventedConstraints,
         Mutation::UnboundedSummaryRequest,
+        Mutation::WrapFullTranscript,
     ];
 
     /// kebab-case name.
@@ -146,6 +151,7 @@ impl Mutation {
             Mutation::DropArchiveRefs => "drop-archive-refs",
             Mutation::AcceptInventedConstraints => "accept-invented-constraints",
             Mutation::UnboundedSummaryRequest => "unbounded-summary-request",
+            Mutation::WrapFullTranscript => "wrap-full-transcript",
         }
     }
 

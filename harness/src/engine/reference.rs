@@ -284,7 +284,31 @@ impl ReferenceEngine {
         if mutation == Some(Mutation::MemoryAboveInstructions) && checkpoint.is_some() {
             mutant_memory_first(&mut p.request.messages);
         }
+        if self.config.context.wrapper {
+            if mutation == Some(Mutation::WrapFullTranscript) {
+                // Mutant: the wrapper carries the whole transcript, not the active view.
+                let keep = usize::from(!snapshot.text.is_empty());
+                p.request.messages.truncate(keep);
+                p.request
+                    .messages
+                    .extend(entries.iter().map(|e| e.message.clone()));
+            }
+            self.wrap(&mut p);
+        }
         (p, projected)
+    }
+
+    /// The "Codex wrapper" (seed 000 §Forge engine coverage): the instructions stay a system
+    /// message; everything else becomes the JSON array inside ONE user message. The budget
+    /// is the estimate of that serialized form: the JSON overhead (keys, escaping) is
+    /// reported as framing, so compaction triggers on what is actually sent.
+    fn wrap(&self, p: &mut Projection) {
+        p.request.messages = ctxbench_adapters::wrapper::wrap_messages(&p.request.messages);
+        let wrapped_raw = self.estimator.request_tokens(&p.request);
+        let overhead = wrapped_raw.saturating_sub(p.raw_total);
+        p.budget.framing += (overhead as f64 * self.calibration.max(1.0)).ceil() as u64;
+        p.budget = p.budget.with_total();
+        p.raw_total = wrapped_raw.max(p.raw_total);
     }
 
     /// Prepare the next request of a turn. In `compact` mode this prunes and compacts until

@@ -419,6 +419,7 @@ mod direct {
                 recent_tail_tokens: 800,
                 summary_target_tokens: 300,
                 strategy,
+                wrapper: false,
             },
             tools: Vec::new(),
             instructions_path: dir.join("AGENTS.md"),

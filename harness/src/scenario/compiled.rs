@@ -68,6 +68,10 @@ pub struct ContextConfig {
     pub summary_target_tokens: u64,
     /// Checkpoint strategy (compact mode).
     pub strategy: SummaryStrategy,
+    /// Send each request as the instructions plus ONE user message holding the JSON of the
+    /// projected conversation (seed 000's "Codex wrapper"), budgeted in that form.
+    #[serde(default)]
+    pub wrapper: bool,
 }
 
 impl Default for ContextConfig {
@@ -79,6 +83,7 @@ impl Default for ContextConfig {
             recent_tail_tokens: 12000,
             summary_target_tokens: 1200,
             strategy: SummaryStrategy::Extractive,
+            wrapper: false,
         }
     }
 }

@@ -67,6 +67,7 @@ pub(crate) struct RawContext {
     pub(crate) recent_tail_tokens: Option<Spanned<i64>>,
     pub(crate) summary_target_tokens: Option<Spanned<i64>>,
     pub(crate) strategy: Option<Spanned<SummaryStrategy>>,
+    pub(crate) wrapper: Option<Spanned<bool>>,
 }
 
 /// `provider:` — properties of the (fake) provider the scenario is played against.

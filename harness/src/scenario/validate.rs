@@ -484,6 +484,9 @@ impl Check<'_, '_> {
         if let Some(st) = &r.strategy {
             cfg.strategy = st.value;
         }
+        if let Some(w) = &r.wrapper {
+            cfg.wrapper = w.value;
+        }
         if let Some(m) = model {
             self.context_fits(
                 &cfg,
