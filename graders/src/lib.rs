@@ -49,6 +49,7 @@ pub mod summary_request_fits;
 pub mod tool_pairs;
 pub mod transcript_immutable;
 pub mod typed_reason;
+pub mod verification_historical;
 
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::runner::{Judge, Judgement};
@@ -92,6 +93,7 @@ pub const GRADER_NAMES: &[&str] = &[
     "archive-refs",
     "no-invented-constraints",
     "summary-request-fits",
+    "verification-historical",
 ];
 
 /// The grader with this name.
@@ -116,6 +118,9 @@ pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
         "archive-refs" => Some(Box::new(archive_refs::ArchiveRefs)),
         "no-invented-constraints" => Some(Box::new(no_invented_constraints::NoInventedConstraints)),
         "summary-request-fits" => Some(Box::new(summary_request_fits::SummaryRequestFits)),
+        "verification-historical" => {
+            Some(Box::new(verification_historical::VerificationHistorical))
+        }
         _ => None,
     }
 }

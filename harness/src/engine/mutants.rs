@@ -29,6 +29,7 @@
 //! | `empty-recap` | when no verbatim turn fits the tail (an oversized newest turn), the checkpoint is left out too | `recap-not-empty` |
 //! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
 //! | `wrap-full-transcript` | the Codex wrapper serializes the whole transcript, not the active view | `recall` (the engine can only stop) |
+//! | `unlabelled-verification` | verification results in memory lose their historical label | `verification-historical` |
 //! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
 //! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
 
@@ -98,11 +99,14 @@ pub enum Mutation {
     /// The "Codex wrapper" serializes the whole transcript into its prompt instead of the
     /// bounded active view (seed 000 §Forge engine coverage).
     WrapFullTranscript,
+    /// The extractive summarizer drops the "historical" label of verification results
+    /// (seed 000 invariant 3).
+    UnlabelledVerification,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 22] = [
+    pub const ALL: [Mutation; 23] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
@@ -125,6 +129,7 @@ impl Mutation {
         Mutation::AcceptInventedConstraints,
         Mutation::UnboundedSummaryRequest,
         Mutation::WrapFullTranscript,
+        Mutation::UnlabelledVerification,
     ];
 
     /// kebab-case name.
@@ -152,6 +157,7 @@ impl Mutation {
             Mutation::AcceptInventedConstraints => "accept-invented-constraints",
             Mutation::UnboundedSummaryRequest => "unbounded-summary-request",
             Mutation::WrapFullTranscript => "wrap-full-transcript",
+            Mutation::UnlabelledVerification => "unlabelled-verification",
         }
     }
 

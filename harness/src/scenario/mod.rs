@@ -89,6 +89,7 @@ pub const KNOWN_GRADERS: &[&str] = &[
     "archive-refs",
     "no-invented-constraints",
     "summary-request-fits",
+    "verification-historical",
 ];
 
 /// Graders applied when `expect.graders` is omitted.

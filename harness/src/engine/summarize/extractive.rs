@@ -104,6 +104,10 @@ impl Summarizer for MutantExtractive {
                     .collect::<Vec<_>>()
                     .join("\n");
             }
+            Mutation::UnlabelledVerification => {
+                // Mutant: old verification results read as current truth.
+                text = verification_label().replace_all(&text, "").into_owned();
+            }
             _ => {}
         }
         Ok(SummaryResult {
@@ -112,6 +116,11 @@ impl Summarizer for MutantExtractive {
             model_id: "extractive".into(),
         })
     }
+}
+
+fn verification_label() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"\(historical, turn \d+\) ").expect("static regex"))
 }
 
 fn cues() -> &'static Regex {
