@@ -41,6 +41,7 @@ pub mod limit_honest;
 pub mod no_authority;
 pub mod no_invented_constraints;
 pub mod no_thrash;
+pub mod opaque_hashed;
 pub mod overflow_no_duplicate;
 pub mod recall;
 pub mod recap_not_empty;
@@ -94,6 +95,7 @@ pub const GRADER_NAMES: &[&str] = &[
     "no-invented-constraints",
     "summary-request-fits",
     "verification-historical",
+    "opaque-items-hashed",
 ];
 
 /// The grader with this name.
@@ -118,6 +120,7 @@ pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
         "archive-refs" => Some(Box::new(archive_refs::ArchiveRefs)),
         "no-invented-constraints" => Some(Box::new(no_invented_constraints::NoInventedConstraints)),
         "summary-request-fits" => Some(Box::new(summary_request_fits::SummaryRequestFits)),
+        "opaque-items-hashed" => Some(Box::new(opaque_hashed::OpaqueItemsHashed)),
         "verification-historical" => {
             Some(Box::new(verification_historical::VerificationHistorical))
         }

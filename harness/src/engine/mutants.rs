@@ -30,6 +30,7 @@
 //! | `drop-archive-refs` | summaries and tool projections drop `archive://` references | `archive-refs` |
 //! | `wrap-full-transcript` | the Codex wrapper serializes the whole transcript, not the active view | `recall` (the engine can only stop) |
 //! | `unlabelled-verification` | verification results in memory lose their historical label | `verification-historical` |
+//! | `opaque-in-trace` | a trace event carries an opaque item's payload | `opaque-items-hashed` |
 //! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
 //! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
 
@@ -102,11 +103,14 @@ pub enum Mutation {
     /// The extractive summarizer drops the "historical" label of verification results
     /// (seed 000 invariant 3).
     UnlabelledVerification,
+    /// `context.compaction.completed` carries an opaque provider item's payload instead of
+    /// its hash (seed 000 invariant 12).
+    OpaqueInTrace,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 23] = [
+    pub const ALL: [Mutation; 24] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
@@ -130,6 +134,7 @@ impl Mutation {
         Mutation::UnboundedSummaryRequest,
         Mutation::WrapFullTranscript,
         Mutation::UnlabelledVerification,
+        Mutation::OpaqueInTrace,
     ];
 
     /// kebab-case name.
@@ -158,6 +163,7 @@ impl Mutation {
             Mutation::UnboundedSummaryRequest => "unbounded-summary-request",
             Mutation::WrapFullTranscript => "wrap-full-transcript",
             Mutation::UnlabelledVerification => "unlabelled-verification",
+            Mutation::OpaqueInTrace => "opaque-in-trace",
         }
     }
 

@@ -750,6 +750,11 @@ impl ReferenceEngine {
                 (None, Some(o)) => (o.hash().to_hex(), o.data.len() as u64),
                 (None, None) => (String::new(), 0),
             };
+            // Mutant (`opaque-in-trace`): the trace carries the opaque item itself.
+            let content_hash = match (&cp.opaque_item, self.config.mutation) {
+                (Some(o), Some(Mutation::OpaqueInTrace)) => o.data.clone(),
+                _ => content_hash,
+            };
             let completed = CompactionCompleted {
                 trigger: trigger.as_str().into(),
                 checkpoint_id: cp.id.clone(),

@@ -90,6 +90,7 @@ pub const KNOWN_GRADERS: &[&str] = &[
     "no-invented-constraints",
     "summary-request-fits",
     "verification-historical",
+    "opaque-items-hashed",
 ];
 
 /// Graders applied when `expect.graders` is omitted.
