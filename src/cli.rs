@@ -85,9 +85,43 @@ pub struct RunArgs {
         value_name = "MODES"
     )]
     pub modes: Vec<String>,
-    /// Provider: `fake` (deterministic, in process).
+    /// Provider: `fake` (deterministic, in process), `openai[:MODEL]` (any OpenAI-compatible
+    /// server; without MODEL each scenario's model name is sent), `anthropic:MODEL`,
+    /// `deepseek:MODEL`, `ollama:MODEL`. Keys come from OPENAI_API_KEY, ANTHROPIC_API_KEY,
+    /// DEEPSEEK_API_KEY.
     #[arg(long, default_value = "fake", value_name = "PROVIDER")]
     pub provider: String,
+    /// Base URL of an OpenAI-compatible or Anthropic server, e.g. the one
+    /// `ctxbench serve-fake` prints, or llama.cpp's `http://127.0.0.1:8080/v1`.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Continue a killed or capped run: complete trials are kept, torn records cut off, the
+    /// rest run (the plan comes from RUN_DIR's manifest).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = [
+        "suite", "scenarios", "tags", "modes", "provider", "base_url", "trials", "seed",
+        "gates", "out", "shard", "record", "replay",
+    ])]
+    pub resume: Option<PathBuf>,
+    /// Run only shard K of N of the trial matrix (merge shards with `ctxbench report`).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Record every provider exchange to this cassette (JSON lines).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every provider request from this cassette; a request it lacks is an error
+    /// naming scenario, mode, trial and step.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Stop starting trials once the run has used this many provider tokens (input + output).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_tokens: Option<u64>,
+    /// Stop starting trials once the estimated cost reaches this many US dollars
+    /// (needs --price).
+    #[arg(long, value_name = "USD", requires = "price")]
+    pub max_cost: Option<f64>,
+    /// Prices for the cost estimate: US dollars per million input and output tokens.
+    #[arg(long, value_name = "IN,OUT")]
+    pub price: Option<String>,
     /// Trials per scenario × mode.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub trials: u32,
@@ -131,6 +165,10 @@ pub struct ReportArgs {
     /// Output directory (default: <first RUN_DIR>/report).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// A baseline run to compare with (repeat for its shards): per-mode and per-scenario
+    /// differences in index.html, summary.md and baseline.csv.
+    #[arg(long, value_name = "BASE_RUN_DIR")]
+    pub baseline: Vec<PathBuf>,
 }
 
 /// `ctxbench gate`.

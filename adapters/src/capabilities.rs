@@ -105,8 +105,18 @@ const OPENAI_GPT41: &str = "https://platform.openai.com/docs/models/gpt-4.1";
 const OPENAI_GPT41_MINI: &str = "https://platform.openai.com/docs/models/gpt-4.1-mini";
 const OPENAI_O3: &str = "https://platform.openai.com/docs/models/o3";
 const OPENAI_O4_MINI: &str = "https://platform.openai.com/docs/models/o4-mini";
+const OPENAI_GPT41_NANO: &str = "https://platform.openai.com/docs/models/gpt-4.1-nano";
+const OPENAI_O3_MINI: &str = "https://platform.openai.com/docs/models/o3-mini";
+const OPENAI_O1: &str = "https://platform.openai.com/docs/models/o1";
+const OPENAI_GPT5: &str = "https://platform.openai.com/docs/models/gpt-5";
+const OPENAI_GPT5_MINI: &str = "https://platform.openai.com/docs/models/gpt-5-mini";
+const OPENAI_GPT5_NANO: &str = "https://platform.openai.com/docs/models/gpt-5-nano";
 const ANTHROPIC_MODELS: &str = "https://docs.anthropic.com/en/docs/about-claude/models/overview";
 const DEEPSEEK_MODELS: &str = "https://api-docs.deepseek.com/quick_start/pricing";
+/// The window is the `-c 8192` ctxbench serves it with (the model's trained context, per its
+/// card); the output cap is ctxbench's choice of half the window, not a vendor number.
+const SMOLLM2_LLAMA_CPP: &str =
+    "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct (llama.cpp server, -c 8192)";
 
 const fn entry(
     model: &'static str,
@@ -129,9 +139,10 @@ const fn entry(
 
 use EstimatorKind::{Cl100kBase, Conservative, O200kBase};
 
-/// The built-in table. Anthropic and DeepSeek models use the conservative estimator
-/// because no local tokenizer for them ships with this crate.
-static TABLE: [TableEntry; 16] = [
+/// The built-in table. Anthropic, DeepSeek and SmolLM2 models use the conservative estimator
+/// because no local tokenizer for them ships with this crate. Dated snapshot ids are listed
+/// only where the vendor documents them with the same numbers as the alias.
+static TABLE: &[TableEntry] = &[
     // The fake provider's models; their "true" tokenizer is calibrated against cl100k_base.
     entry("fake-16k", 16_384, 4_096, Cl100kBase, FAKE_REF),
     entry("fake-32k", 32_768, 4_096, Cl100kBase, FAKE_REF),
@@ -146,8 +157,83 @@ static TABLE: [TableEntry; 16] = [
         O200kBase,
         OPENAI_GPT41_MINI,
     ),
+    entry(
+        "gpt-4.1-nano",
+        1_047_576,
+        32_768,
+        O200kBase,
+        OPENAI_GPT41_NANO,
+    ),
+    entry("o1", 200_000, 100_000, O200kBase, OPENAI_O1),
     entry("o3", 200_000, 100_000, O200kBase, OPENAI_O3),
+    entry("o3-mini", 200_000, 100_000, O200kBase, OPENAI_O3_MINI),
     entry("o4-mini", 200_000, 100_000, O200kBase, OPENAI_O4_MINI),
+    entry("gpt-5", 400_000, 128_000, O200kBase, OPENAI_GPT5),
+    entry("gpt-5-mini", 400_000, 128_000, O200kBase, OPENAI_GPT5_MINI),
+    entry("gpt-5-nano", 400_000, 128_000, O200kBase, OPENAI_GPT5_NANO),
+    entry(
+        "claude-3-haiku-20240307",
+        200_000,
+        4_096,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-sonnet-20240620",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-sonnet-20241022",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-sonnet-latest",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-5-haiku-latest",
+        200_000,
+        8_192,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-7-sonnet-20250219",
+        200_000,
+        64_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-3-7-sonnet-latest",
+        200_000,
+        64_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-opus-4-1-20250805",
+        200_000,
+        32_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
+    entry(
+        "claude-sonnet-4-5-20250929",
+        200_000,
+        64_000,
+        Conservative,
+        ANTHROPIC_MODELS,
+    ),
     entry(
         "claude-sonnet-4",
         200_000,
@@ -197,11 +283,25 @@ static TABLE: [TableEntry; 16] = [
         Conservative,
         DEEPSEEK_MODELS,
     ),
+    entry(
+        "deepseek-reasoner",
+        131_072,
+        65_536,
+        Conservative,
+        DEEPSEEK_MODELS,
+    ),
+    entry(
+        "SmolLM2-135M-Instruct",
+        8_192,
+        4_096,
+        Conservative,
+        SMOLLM2_LLAMA_CPP,
+    ),
 ];
 
 /// Every built-in entry, in table order.
 pub fn table() -> &'static [TableEntry] {
-    &TABLE
+    TABLE
 }
 
 /// Capabilities of `model`: its table entry, or [`conservative_fallback`].
@@ -266,6 +366,26 @@ mod tests {
         assert_eq!(claude.estimator, EstimatorKind::Conservative);
         assert_eq!(claude.max_output_tokens, 64_000);
         assert!(matches!(claude.provenance, Provenance::Table { .. }));
+    }
+
+    #[test]
+    fn newer_entries() {
+        let c = |m: &str| {
+            let c = lookup(m);
+            assert!(matches!(c.provenance, Provenance::Table { .. }), "{m}");
+            (c.context_window, c.max_output_tokens)
+        };
+        assert_eq!(c("gpt-5"), (400_000, 128_000));
+        assert_eq!(c("gpt-4.1-nano"), (1_047_576, 32_768));
+        assert_eq!(c("o3-mini"), (200_000, 100_000));
+        assert_eq!(c("claude-3-7-sonnet-20250219"), (200_000, 64_000));
+        assert_eq!(c("claude-3-5-sonnet-20241022"), (200_000, 8_192));
+        assert_eq!(c("deepseek-reasoner"), (131_072, 65_536));
+        assert_eq!(c("SmolLM2-135M-Instruct"), (8_192, 4_096));
+        assert_eq!(
+            lookup("SmolLM2-135M-Instruct").estimator,
+            EstimatorKind::Conservative
+        );
     }
 
     #[test]

@@ -56,6 +56,14 @@ pub enum ProviderError {
         /// What was wrong.
         message: String,
     },
+    /// The provider could not be used at all: connection refused, a cassette without the
+    /// request, a run cap reached. Infrastructure; a client may retry a refused
+    /// connection, but a cassette miss never changes.
+    #[error("provider unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+    },
     /// Any other 4xx the provider returned (bad request, auth).
     #[error("request rejected {status}: {message}")]
     Rejected {
@@ -75,6 +83,7 @@ impl ProviderError {
             ProviderError::Server { .. } => "server",
             ProviderError::Timeout { .. } => "timeout",
             ProviderError::Malformed { .. } => "malformed",
+            ProviderError::Unavailable { .. } => "unavailable",
             ProviderError::Rejected { .. } => "rejected",
         }
     }
@@ -87,6 +96,7 @@ impl ProviderError {
                 | ProviderError::Server { .. }
                 | ProviderError::Timeout { .. }
                 | ProviderError::Malformed { .. }
+                | ProviderError::Unavailable { .. }
         )
     }
 }

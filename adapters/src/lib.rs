@@ -3,7 +3,9 @@
 //! This crate owns everything that touches a model: the provider-neutral
 //! [`ModelRequest`] / [`ModelResponse`] / [`Usage`] types, typed [`ProviderError`]s,
 //! token estimators ([`estimate`]), the model capability table ([`capabilities`]) and
-//! providers — today the deterministic [`fake`] provider that CI runs on.
+//! providers: the deterministic [`fake`] provider that CI runs on (also over loopback HTTP,
+//! [`serve`]), OpenAI-compatible chat completions ([`openai`]) and Anthropic messages
+//! ([`anthropic`]), with retries and adaptive concurrency in [`resilience`].
 //!
 //! It does **not** know about scenarios, modes, budgets or graders: the harness compiles a
 //! scenario into a [`fake::FakeScript`] and hands it over; the engine only ever sees
@@ -41,12 +43,17 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod anthropic;
 pub mod capabilities;
 pub mod conventions;
 pub mod error;
 pub mod estimate;
 pub mod fake;
+pub mod openai;
 pub mod provider;
+pub mod resilience;
+pub mod serve;
+pub mod transport;
 pub mod types;
 
 pub use error::ProviderError;

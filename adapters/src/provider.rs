@@ -2,7 +2,9 @@
 
 use crate::{ModelRequest, ModelResponse, ProviderError};
 
-/// A model backend: the fake provider, or (later) a real wire-format client.
+/// A model backend: the fake provider, or a real wire-format client
+/// ([`crate::openai::OpenAiProvider`], [`crate::anthropic::AnthropicProvider`]), possibly
+/// wrapped in [`crate::resilience::Resilient`].
 ///
 /// One instance serves one trial; implementations keep whatever per-trial state they
 /// need (the fake provider's script cursor and request counter) behind `&self`.
@@ -29,5 +31,53 @@ pub trait Provider: Send + Sync {
                 self.name()
             ),
         })
+    }
+
+    /// The provider's own count of `request`'s input tokens, when it offers an exact
+    /// counting endpoint (Anthropic's `count_tokens`); `None` when it does not, and the
+    /// caller falls back to a local estimate.
+    async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
+        let _ = request;
+        Ok(None)
+    }
+}
+
+/// A boxed provider is a provider (the harness holds `Box<dyn Provider>`).
+#[async_trait::async_trait]
+impl<P: Provider + ?Sized> Provider for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        (**self).complete(request).await
+    }
+    fn native_compaction(&self) -> bool {
+        (**self).native_compaction()
+    }
+    async fn compact(&self, request: &ModelRequest) -> Result<crate::OpaqueItem, ProviderError> {
+        (**self).compact(request).await
+    }
+    async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
+        (**self).count_tokens(request).await
+    }
+}
+
+/// A shared provider is a provider.
+#[async_trait::async_trait]
+impl<P: Provider + ?Sized> Provider for std::sync::Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        (**self).complete(request).await
+    }
+    fn native_compaction(&self) -> bool {
+        (**self).native_compaction()
+    }
+    async fn compact(&self, request: &ModelRequest) -> Result<crate::OpaqueItem, ProviderError> {
+        (**self).compact(request).await
+    }
+    async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
+        (**self).count_tokens(request).await
     }
 }

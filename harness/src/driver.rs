@@ -30,33 +30,8 @@ use crate::scenario::{Scenario, ScriptedCall, Step};
 use crate::seed::trial_seed;
 use crate::storage::schema::{OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA};
 
-/// Which provider a trial talks to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProviderSpec {
-    /// The in-process deterministic fake provider.
-    Fake,
-}
-
-impl ProviderSpec {
-    /// The provider's report name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ProviderSpec::Fake => "fake",
-        }
-    }
-}
-
-impl std::str::FromStr for ProviderSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "fake" => Ok(ProviderSpec::Fake),
-            other => Err(format!(
-                "provider `{other}` is not available in this build (available: fake)"
-            )),
-        }
-    }
-}
+pub use crate::connect::ProviderSpec;
+use crate::connect::Services;
 
 /// Identity of one trial in the matrix.
 #[derive(Debug, Clone)]
@@ -73,6 +48,8 @@ pub struct TrialSpec {
     pub provider: ProviderSpec,
     /// A deliberately broken engine behaviour (grader tests and selftest only).
     pub mutation: Option<crate::engine::mutants::Mutation>,
+    /// Run-level plumbing (cassette, HTTP clients); default: none, the in-process fake.
+    pub services: Services,
 }
 
 impl TrialSpec {
@@ -114,10 +91,13 @@ impl EventSink for Sink {
     }
 }
 
-/// Wraps the provider and records every physical exchange, in order with the events.
+/// Wraps the provider and records every physical exchange, in order with the events; with
+/// a cassette it also stores each exchange (record) or answers from it (replay).
 struct Recording {
     inner: Box<dyn Provider>,
     log: SharedLog,
+    trial_id: String,
+    cassette: Option<Arc<crate::cassette::Cassette>>,
 }
 
 #[async_trait::async_trait]
@@ -138,10 +118,23 @@ impl Provider for Recording {
     }
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let t0 = Instant::now();
-        let result = self.inner.complete(request).await;
+        let step = lock(&self.log).step;
+        let result = match &self.cassette {
+            Some(c) if c.replaying() => c.answer(&self.trial_id, step, request),
+            Some(c) => {
+                let result = self.inner.complete(request).await;
+                if let Err(e) = c.store(&self.trial_id, step, request, &result) {
+                    // A recording that cannot be written must not pass for a recorded run.
+                    return Err(ProviderError::Unavailable {
+                        message: format!("cassette: {e}"),
+                    });
+                }
+                result
+            }
+            None => self.inner.complete(request).await,
+        };
         let latency_ms = t0.elapsed().as_millis() as u64;
         let mut l = lock(&self.log);
-        let step = l.step;
         l.items.push((
             step,
             LogItem::Exchange {
@@ -205,22 +198,43 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let instance = scenario.instantiate(seed, &|t: &str| tokenizer.count_text(t));
 
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
+    let model = spec.provider.effective_model(&scenario.model);
+    let mut infra_error: Option<(u64, String)> = None;
+    let replaying = spec
+        .services
+        .cassette
+        .as_ref()
+        .is_some_and(|c| c.replaying());
+    let inner: Box<dyn Provider> = match &spec.provider {
+        ProviderSpec::Fake => Box::new(FakeProvider::new(instance.fake.clone())),
+        // A replayed trial reaches no network: every answer comes from the cassette.
+        ProviderSpec::Http(_) if replaying => Box::new(Unreachable),
+        ProviderSpec::Http(http) => {
+            let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
+            match spec.services.http_provider(http, &model.model, &key) {
+                Ok(p) => p,
+                Err(e) => {
+                    infra_error = Some((0, e));
+                    Box::new(Unreachable)
+                }
+            }
+        }
+    };
     let provider = Recording {
-        inner: match spec.provider {
-            ProviderSpec::Fake => Box::new(FakeProvider::new(instance.fake.clone())),
-        },
+        inner,
         log: log.clone(),
+        trial_id: spec.trial_id(),
+        cassette: spec.services.cassette.clone(),
     };
     let mut sink = Sink(log.clone());
     let mut turns = Vec::new();
     let mut executions = Vec::new();
-    let mut infra_error: Option<(u64, String)> = None;
     let mut compactions: Vec<CompactionRecord> = Vec::new();
 
     let instructions_path = workdir.join("AGENTS.md");
     let config = EngineConfig {
         mode: spec.mode,
-        model: scenario.model.clone(),
+        model: model.clone(),
         context: scenario.context,
         tools: scenario.tools.clone(),
         instructions_path: instructions_path.clone(),
@@ -229,8 +243,13 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         faults: engine_faults(&scenario.faults),
         mutation: spec.mutation,
     };
-    let engine = std::fs::write(&instructions_path, &scenario.instructions)
-        .map_err(|e| format!("writing {}: {e}", instructions_path.display()))
+    let engine = infra_error
+        .as_ref()
+        .map_or(Ok(()), |(_, e)| Err(e.clone()))
+        .and_then(|_| {
+            std::fs::write(&instructions_path, &scenario.instructions)
+                .map_err(|e| format!("writing {}: {e}", instructions_path.display()))
+        })
         .and_then(|_| ReferenceEngine::create(config).map_err(|e| e.to_string()));
     let mut engine: Box<dyn SystemUnderTest> = match engine {
         Ok(e) => Box::new(e),
@@ -332,6 +351,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let items = std::mem::take(&mut lock(&log).items);
     assemble(
         spec,
+        &model,
         seed,
         instance.steps,
         items,
@@ -363,6 +383,22 @@ fn engine_faults(faults: &[Fault]) -> EngineFaults {
         }
     }
     f
+}
+
+/// Stands in for a provider that must not be reached (a replayed trial) or could not be
+/// built (no key); every request is an infrastructure error.
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl Provider for Unreachable {
+    fn name(&self) -> &str {
+        "unreachable"
+    }
+    async fn complete(&self, _request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        Err(ProviderError::Unavailable {
+            message: "no provider connection for this trial".into(),
+        })
+    }
 }
 
 /// Stands in when the engine could not even be created, so the trial still yields a record.
@@ -400,6 +436,7 @@ type TurnTuple = (u64, String, TurnOutcome, usize, Option<Vec<String>>);
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     spec: &TrialSpec,
+    model: &ctxbench_adapters::capabilities::ModelCapabilities,
     seed: u64,
     steps: Vec<Step>,
     items: Vec<(u64, LogItem)>,
@@ -414,7 +451,7 @@ fn assemble(
 ) -> TrialRecord {
     let scenario = &spec.scenario;
     let trial_id = spec.trial_id();
-    let estimator = RequestEstimator::new(scenario.model.estimator);
+    let estimator = RequestEstimator::new(model.estimator);
     let mut messages: BTreeMap<String, Message> = BTreeMap::new();
     let mut requests: Vec<RequestRecord> = Vec::new();
     let mut events: Vec<EventRecord> = Vec::new();
@@ -430,10 +467,11 @@ fn assemble(
     let base_row = |step: u64, b: &Option<crate::engine::Budgeted>| RequestRow {
         schema: REQUEST_SCHEMA.into(),
         trial_id: trial_id.clone(),
+        segment: 0,
         scenario: scenario.id.clone(),
         mode: spec.mode,
         provider: spec.provider.name().into(),
-        model: scenario.model.model.clone(),
+        model: model.model.clone(),
         trial: spec.trial,
         seq: 0,
         step,
@@ -537,7 +575,7 @@ fn assemble(
                 // A summarization request is judged against the window alone.
                 if is_summary {
                     row.over_budget = row.observed_estimate + u64::from(request.max_output_tokens)
-                        > scenario.model.context_window;
+                        > model.context_window;
                 } else {
                     row.over_budget = last_budget.is_none()
                         || declared_total.max(row.observed_estimate) > available;
@@ -673,7 +711,7 @@ fn assemble(
         trial: spec.trial,
         seed,
         provider: spec.provider.name().into(),
-        model: scenario.model.model.clone(),
+        model: model.model.clone(),
         steps,
         requests,
         events,

@@ -14,8 +14,11 @@
 #![deny(missing_docs)]
 
 pub mod budget;
+pub mod cassette;
+pub mod connect;
 pub mod driver;
 pub mod engine;
+pub mod fake_server;
 pub mod instructions;
 pub mod mode;
 pub mod progress;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use tokio::sync::{Mutex, Semaphore};
 
+use crate::connect::Services;
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
 use crate::mode::Mode;
 use crate::progress::RunObserver;
@@ -17,8 +18,9 @@ use crate::record::TrialRecord;
 use crate::redact::Redactor;
 use crate::scenario::Scenario;
 use crate::storage::schema::{
-    EventRow, Evidence, Manifest, ManifestScenario, MessageRow, RecallRow, RegisteredGates,
-    TrialRow, Verdict, EVENT_SCHEMA, MANIFEST_SCHEMA, MESSAGE_SCHEMA, TRIAL_SCHEMA,
+    CassetteUse, EventRow, Evidence, Manifest, ManifestScenario, MessageRow, RecallRow,
+    RegisteredGates, ResumeRecord, RunCaps, RunStop, Shard, TrialRow, Verdict, EVENT_SCHEMA,
+    MANIFEST_SCHEMA, MESSAGE_SCHEMA, TRIAL_SCHEMA,
 };
 use crate::storage::{RunStore, StorageError};
 
@@ -78,11 +80,35 @@ pub struct RunPlan {
     pub gates: Option<RegisteredGates>,
     /// ctxbench version.
     pub version: String,
+    /// Run only this shard of the matrix.
+    pub shard: Option<Shard>,
+    /// Token and cost caps.
+    pub caps: Option<RunCaps>,
+    /// Shared provider plumbing (cassette, HTTP clients).
+    pub services: Services,
+    /// Continue the run already in `run_dir` (`--resume`) instead of creating one.
+    pub resume: bool,
 }
 
 impl RunPlan {
-    /// The trials of the matrix, in a stable order.
+    /// The trials of this run: the whole matrix in its stable order, or this shard's part
+    /// of it (every N-th trial starting at K − 1, so shards are balanced across scenarios
+    /// and modes, and a trial's result does not depend on which shard ran it).
     pub fn matrix(&self) -> Vec<TrialSpec> {
+        let full = self.full_matrix();
+        match self.shard {
+            None => full,
+            Some(shard) => full
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| *i as u64 % shard.count as u64 == (shard.index - 1) as u64)
+                .map(|(_, t)| t)
+                .collect(),
+        }
+    }
+
+    /// Every trial of the unsharded matrix, in a stable order.
+    pub fn full_matrix(&self) -> Vec<TrialSpec> {
         let mut out = Vec::new();
         for s in &self.scenarios {
             for &mode in &self.modes {
@@ -97,6 +123,7 @@ impl RunPlan {
                         run_seed: self.seed,
                         provider: self.provider.clone(),
                         mutation: None,
+                        services: self.services.clone(),
                     });
                 }
             }
@@ -104,7 +131,7 @@ impl RunPlan {
         out
     }
 
-    fn manifest(&self, matrix_size: u64) -> Manifest {
+    fn manifest(&self, matrix_size: u64, full_matrix_size: u64) -> Manifest {
         Manifest {
             schema: MANIFEST_SCHEMA.into(),
             run_id: self.run_id.clone(),
@@ -135,6 +162,16 @@ impl RunPlan {
                 .collect(),
             matrix_size,
             gates: self.gates.clone(),
+            provider_config: Some(self.provider.config()),
+            shard: self.shard,
+            full_matrix_size: Some(full_matrix_size),
+            caps: self.caps.clone(),
+            cassette: self.services.cassette.as_ref().map(|c| CassetteUse {
+                mode: if c.replaying() { "replay" } else { "record" }.into(),
+                path: c.path().display().to_string(),
+            }),
+            resumes: Vec::new(),
+            stopped: None,
         }
     }
 }
@@ -145,19 +182,73 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-/// Counts of a finished run.
+/// Counts of a finished run (or of what this invocation added on `--resume`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunTotals {
-    /// Trials run.
+    /// Trials run by this invocation.
     pub trials: u64,
     /// Trials that passed.
     pub passed: u64,
     /// Trials errored by infrastructure.
     pub errored: u64,
+    /// Trials already complete when a `--resume` started (not run again).
+    pub resumed_done: u64,
+    /// Trials not run because a cap was reached.
+    pub skipped_by_cap: u64,
+    /// Why the run stopped early, when it did.
+    pub stopped: Option<RunStop>,
 }
 
-/// Execute a plan: write the manifest (with pre-registered gates) first, then run every
-/// trial, appending each as it finishes.
+/// Tokens and cost spent so far, against the run's caps.
+#[derive(Debug, Default)]
+struct Meter {
+    input: std::sync::atomic::AtomicU64,
+    output: std::sync::atomic::AtomicU64,
+}
+
+impl Meter {
+    fn add(&self, input: u64, output: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.input.fetch_add(input, Relaxed);
+        self.output.fetch_add(output, Relaxed);
+    }
+
+    /// The cap that has been reached, if any.
+    fn exceeded(&self, caps: &RunCaps) -> Option<RunStop> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (input, output) = (self.input.load(Relaxed), self.output.load(Relaxed));
+        if let Some(max) = caps.max_tokens {
+            if input + output >= max {
+                return Some(RunStop {
+                    reason: "token_cap".into(),
+                    detail: format!(
+                        "{} provider tokens used, cap {max}; no further trials started",
+                        input + output
+                    ),
+                    trials_done: 0,
+                });
+            }
+        }
+        if let (Some(max), Some((pin, pout))) = (caps.max_cost_usd, caps.price_per_mtok) {
+            let cost = (input as f64 * pin + output as f64 * pout) / 1e6;
+            if cost >= max {
+                return Some(RunStop {
+                    reason: "cost_cap".into(),
+                    detail: format!(
+                        "estimated ${cost:.4} spent, cap ${max:.4}; no further trials started"
+                    ),
+                    trials_done: 0,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Execute a plan: write the manifest (with pre-registered gates) first — or, on
+/// `--resume`, reopen the run and skip its complete trials — then run every trial,
+/// appending each as it finishes. Trials already running when a cap is reached finish;
+/// no new one starts, and the manifest says why the run stopped.
 pub async fn execute(
     plan: RunPlan,
     judge: Arc<dyn Judge>,
@@ -169,50 +260,104 @@ pub async fn execute(
             "the run matrix is empty: no scenario runs in the selected modes".into(),
         ));
     }
+    let full = plan.full_matrix().len() as u64;
     let total = matrix.len() as u64;
-    let store = Arc::new(Mutex::new(RunStore::create(
-        &plan.run_dir,
-        &plan.manifest(total),
-    )?));
-    observer.started(total);
+    let (store, manifest, segment, done) = if plan.resume {
+        let (store, scan) = RunStore::resume(&plan.run_dir)?;
+        let mut manifest = scan.manifest;
+        let segment = manifest.resumes.len() as u32 + 1;
+        manifest.resumes.push(ResumeRecord {
+            at: now_rfc3339(),
+            trials_done: scan.done.len() as u64,
+            torn: scan.torn,
+        });
+        manifest.stopped = None;
+        if let Some(caps) = &plan.caps {
+            manifest.caps = Some(caps.clone());
+        }
+        crate::storage::write_manifest(&plan.run_dir, &manifest)?;
+        (store, manifest, segment, scan.done)
+    } else {
+        let manifest = plan.manifest(total, full);
+        let store = RunStore::create(&plan.run_dir, &manifest)?;
+        (store, manifest, 0, Default::default())
+    };
+    let store = Arc::new(Mutex::new(store));
+    let todo: Vec<TrialSpec> = matrix
+        .into_iter()
+        .filter(|t| !done.contains(&t.trial_id()))
+        .collect();
+    let resumed_done = total - todo.len() as u64;
+    let remaining = todo.len() as u64;
+    observer.started(remaining);
     let permits = Arc::new(Semaphore::new(plan.concurrency.max(1)));
-    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let meter = Arc::new(Meter::default());
+    let stop: Arc<std::sync::Mutex<Option<RunStop>>> = Arc::default();
+    let finished = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
-    for spec in matrix {
+    for spec in todo {
         let permits = permits.clone();
         let judge = judge.clone();
         let store = store.clone();
         let observer = observer.clone();
-        let done = done.clone();
+        let finished = finished.clone();
+        let meter = meter.clone();
+        let stop = stop.clone();
+        let caps = plan.caps.clone();
         tasks.spawn(async move {
             let _permit = permits
                 .acquire_owned()
                 .await
                 .map_err(|e| RunError::Task(e.to_string()))?;
+            if let Some(reached) = caps.as_ref().and_then(|c| meter.exceeded(c)) {
+                stop.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(reached);
+                return Ok::<_, RunError>(None);
+            }
             let work = tempfile::tempdir().map_err(|source| StorageError::Io {
                 path: std::env::temp_dir(),
                 source,
             })?;
             let record = run_trial(&spec, work.path()).await;
+            meter.add(
+                record.stats.total_input_tokens,
+                record.stats.total_output_tokens,
+            );
             let judgement = judge.judge(&spec.scenario, &record);
-            let (row, requests, events, messages) = rows(&spec, &record, judgement);
+            let (row, requests, events, messages) = rows(&spec, &record, judgement, segment);
             store
                 .lock()
                 .await
                 .append_trial(&row, &requests, &events, messages)?;
-            let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            observer.trial_finished(&row, n, total);
-            Ok::<_, RunError>((row.passed, row.outcome.status))
+            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            observer.trial_finished(&row, n, remaining);
+            Ok(Some((row.passed, row.outcome.status)))
         });
     }
-    let mut totals = RunTotals::default();
+    let mut totals = RunTotals {
+        resumed_done,
+        ..RunTotals::default()
+    };
     while let Some(joined) = tasks.join_next().await {
-        let (passed, status) = joined.map_err(|e| RunError::Task(e.to_string()))??;
-        totals.trials += 1;
-        totals.passed += passed as u64;
-        totals.errored += (status == crate::storage::schema::OutcomeStatus::Errored) as u64;
+        match joined.map_err(|e| RunError::Task(e.to_string()))?? {
+            Some((passed, status)) => {
+                totals.trials += 1;
+                totals.passed += passed as u64;
+                totals.errored += (status == crate::storage::schema::OutcomeStatus::Errored) as u64;
+            }
+            None => totals.skipped_by_cap += 1,
+        }
     }
     observer.finished();
+    let stopped = stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(mut s) = stopped {
+        s.trials_done = resumed_done + totals.trials;
+        let mut manifest = manifest;
+        manifest.stopped = Some(s.clone());
+        crate::storage::write_manifest(&plan.run_dir, &manifest)?;
+        totals.stopped = Some(s);
+    }
     Ok(totals)
 }
 
@@ -221,6 +366,7 @@ pub fn rows(
     spec: &TrialSpec,
     record: &TrialRecord,
     judgement: Judgement,
+    segment: u32,
 ) -> (
     TrialRow,
     Vec<crate::storage::schema::RequestRow>,
@@ -261,6 +407,7 @@ pub fn rows(
     let trial = TrialRow {
         schema: TRIAL_SCHEMA.into(),
         trial_id: record.trial_id.clone(),
+        segment,
         scenario: record.scenario.clone(),
         tags: spec.scenario.tags.clone(),
         mode: record.mode,
@@ -277,13 +424,21 @@ pub fn rows(
         started_at: record.started_at.clone(),
         elapsed_ms: record.elapsed_ms,
     };
-    let requests = record.requests.iter().map(|r| r.row.clone()).collect();
+    let requests = record
+        .requests
+        .iter()
+        .map(|r| crate::storage::schema::RequestRow {
+            segment,
+            ..r.row.clone()
+        })
+        .collect();
     let events = record
         .events
         .iter()
         .map(|e| EventRow {
             schema: EVENT_SCHEMA.into(),
             trial_id: record.trial_id.clone(),
+            segment,
             seq: e.seq,
             step: e.step,
             kind: e.event.kind().into(),

@@ -84,6 +84,7 @@ pub async fn selftest(
                         run_seed: seed,
                         provider: ProviderSpec::Fake,
                         mutation: variant,
+                        services: Default::default(),
                     });
                 }
             }

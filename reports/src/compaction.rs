@@ -260,6 +260,7 @@ mod tests {
         EventRow {
             schema: EVENT_SCHEMA.into(),
             trial_id: "t".into(),
+            segment: 0,
             seq,
             step: seq,
             kind: kind.into(),

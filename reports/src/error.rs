@@ -148,6 +148,9 @@ pub enum ExportError {
     /// JSON serialization failed.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// Drawing a chart failed.
+    #[error("chart: {0}")]
+    Chart(String),
 }
 
 impl ReportError {

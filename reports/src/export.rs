@@ -10,10 +10,12 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
+use crate::baseline::Comparison;
 use crate::compaction::CompactionIndex;
 use crate::error::{ExportError, ReportError};
 use crate::gates::GateReport;
@@ -37,6 +39,11 @@ pub struct ReportData<'a> {
     pub gates: GateReport,
     /// Per-trial compaction counters and events (from `events.jsonl`).
     pub compaction: CompactionIndex,
+    /// Rows of each trial in `requests` (aligned with `run.trials`): requests are sorted
+    /// by trial, so a trial's rows are one contiguous range.
+    pub trial_rows: Vec<Range<usize>>,
+    /// The comparison with a baseline run, when the report has one.
+    pub baseline: Option<Comparison>,
 }
 
 impl<'a> ReportData<'a> {
@@ -48,6 +55,7 @@ impl<'a> ReportData<'a> {
         let summary = crate::summary::summarize(run, &trials, &requests, &compaction)?;
         let summary_frame = crate::summary::summary_frame(&summary)?;
         let gates = crate::gates::evaluate_with(run, Ok(&requests), gates);
+        let trial_rows = trial_ranges(run, &requests)?;
         Ok(ReportData {
             run,
             requests,
@@ -56,8 +64,45 @@ impl<'a> ReportData<'a> {
             summary_frame,
             gates,
             compaction,
+            trial_rows,
+            baseline: None,
         })
     }
+
+    /// Adds the comparison with `baseline` (a run read and summarised the same way).
+    pub fn with_baseline(
+        mut self,
+        baseline: &RunData,
+        gates: &crate::GatesFile,
+    ) -> Result<Self, ReportError> {
+        let base = ReportData::build(baseline, gates)?;
+        self.baseline = Some(crate::baseline::compare(
+            self.run,
+            &self.summary,
+            baseline,
+            &base.summary,
+        ));
+        Ok(self)
+    }
+}
+
+/// The row range of each trial (in `run.trials` order) in the sorted `requests` frame.
+fn trial_ranges(run: &RunData, requests: &DataFrame) -> Result<Vec<Range<usize>>, ReportError> {
+    let ids = requests.column("trial_id")?.str()?;
+    let mut ranges = Vec::with_capacity(run.trials.len());
+    let mut iter = ids.iter().peekable();
+    let mut at = 0usize;
+    for t in &run.trials {
+        let start = at;
+        while iter
+            .next_if(|id| *id == Some(t.trial_id.as_str()))
+            .is_some()
+        {
+            at += 1;
+        }
+        ranges.push(start..at);
+    }
+    Ok(ranges)
 }
 
 /// One output format.
@@ -143,6 +188,14 @@ pub fn neutralise_frame(frame: &DataFrame) -> PolarsResult<DataFrame> {
                 return Ok(c.clone());
             }
             let ca = c.as_materialized_series().str()?;
+            // Most columns need nothing: then the column is shared, not copied (a
+            // million-row `requests.csv` would otherwise double its text in memory).
+            if !ca
+                .iter()
+                .any(|o| o.is_some_and(|v| v.starts_with(FORMULA_TRIGGERS)))
+            {
+                return Ok(c.clone());
+            }
             let out: StringChunked = ca.iter().map(|o| o.map(neutralise_cell)).collect();
             Ok(out.with_name(c.name().clone()).into_series().into_column())
         })
@@ -166,11 +219,53 @@ impl Exporter for GatesJsonExporter {
     }
 }
 
-/// The exporters `write_report` runs, in order.
+/// `requests.parquet`: the `requests.csv` frame as typed Parquet (zstd), for tools that
+/// would rather not parse a large CSV. Not formula-neutralised: Parquet cells are typed
+/// values, never evaluated by a spreadsheet.
+#[derive(Debug, Clone, Copy)]
+pub struct ParquetExporter;
+
+/// Rows per Parquet row group (bounded writer memory on large runs).
+pub const PARQUET_ROW_GROUP: usize = 128 * 1024;
+
+impl Exporter for ParquetExporter {
+    fn file_name(&self) -> &'static str {
+        "requests.parquet"
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        let mut df = data.requests.clone();
+        ParquetWriter::new(out)
+            .with_row_group_size(Some(PARQUET_ROW_GROUP))
+            .finish(&mut df)?;
+        Ok(())
+    }
+}
+
+/// `baseline.csv`: the comparison with the baseline run (only written with a baseline).
+#[derive(Debug, Clone, Copy)]
+pub struct BaselineCsvExporter;
+
+impl Exporter for BaselineCsvExporter {
+    fn file_name(&self) -> &'static str {
+        "baseline.csv"
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        let Some(c) = &data.baseline else {
+            return Ok(());
+        };
+        write_csv(&crate::baseline::comparison_frame(c)?, out)
+    }
+}
+
+/// The exporters `write_report` runs, in order (`baseline.csv` is added when the report
+/// has a baseline).
 pub fn default_exporters() -> Vec<Box<dyn Exporter>> {
     vec![
         Box::new(CsvExporter(CsvTable::Trials)),
         Box::new(CsvExporter(CsvTable::Requests)),
+        Box::new(ParquetExporter),
         Box::new(CsvExporter(CsvTable::Summary)),
         Box::new(GatesJsonExporter),
         Box::new(crate::html::HtmlExporter),

@@ -43,7 +43,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::ReportError;
-use crate::frames::PURPOSE_TURN;
 use crate::read::RunData;
 use crate::stats::{
     bootstrap_median, mcnemar_exact, newcombe_paired_difference, BootstrapInterval, PairedTable,
@@ -745,18 +744,21 @@ impl<'a> Ctx<'a> {
         if self.cand.is_empty() {
             return Self::result(name, Bound::Max, max, None, self.no_candidate());
         }
-        let sent: Vec<_> = self
-            .run
-            .requests
-            .iter()
-            .filter(|r| r.mode == self.candidate && r.sent && r.purpose == PURPOSE_TURN)
-            .collect();
-        let over = sent.iter().filter(|r| r.over_budget).count();
-        let unwarned: Vec<&str> = sent
-            .iter()
-            .filter(|r| r.over_budget && !r.warned)
-            .map(|r| r.trial_id.as_str())
-            .collect();
+        self.with_frame(&Ok(&self.run.requests), name, Bound::Max, max, |df| {
+            let (sent, over, unwarned) = unwarned_counts(df, self.candidate)?;
+            Ok(self.unwarned_result(name, max, sent, over, unwarned))
+        })
+    }
+
+    fn unwarned_result(
+        &self,
+        name: &str,
+        max: f64,
+        sent: usize,
+        over: usize,
+        unwarned: Vec<String>,
+    ) -> GateResult {
+        let unwarned: Vec<&str> = unwarned.iter().map(String::as_str).collect();
         let n = unwarned.len();
         let ids: Vec<&str> = unwarned
             .into_iter()
@@ -764,8 +766,7 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .collect();
         let detail = format!(
-            "{over} of {} sent candidate turn requests over budget, {n} without a warning{}",
-            sent.len(),
+            "{over} of {sent} sent candidate turn requests over budget, {n} without a warning{}",
             examples(&ids)
         );
         Self::result(name, Bound::Max, max, Some(n as f64), detail)
@@ -967,6 +968,36 @@ fn examples(ids: &[&str]) -> String {
     } else {
         format!(": {head}")
     }
+}
+
+/// Over the sent turn requests of `mode`: how many were sent, how many over budget, and
+/// the trial ids (one per request) of those sent over budget without a warning.
+fn unwarned_counts(df: &DataFrame, mode: Mode) -> PolarsResult<(usize, usize, Vec<String>)> {
+    let sel = df
+        .clone()
+        .lazy()
+        .filter(
+            col("mode")
+                .eq(lit(mode.as_str()))
+                .and(col("sent"))
+                .and(crate::frames::is_turn()),
+        )
+        .select([col("trial_id"), col("over_budget"), col("warned")])
+        .collect()?;
+    let ids = sel.column("trial_id")?.str()?;
+    let over = sel.column("over_budget")?.bool()?;
+    let warned = sel.column("warned")?.bool()?;
+    let mut n_over = 0;
+    let mut unwarned = Vec::new();
+    for ((id, o), w) in ids.iter().zip(over.iter()).zip(warned.iter()) {
+        if o == Some(true) {
+            n_over += 1;
+            if w != Some(true) {
+                unwarned.push(id.unwrap_or_default().to_string());
+            }
+        }
+    }
+    Ok((sel.height(), n_over, unwarned))
 }
 
 /// Scenarios carrying `tag`, by the trials' tags or the manifests' scenario list.

@@ -6,15 +6,26 @@
 //! storage — scenario ids and titles, grader summaries and evidence, model answers,
 //! provider names, file paths — goes through `Html::text` (`html-escape`'s
 //! `encode_safe`, which escapes `& < > " ' /`). Only literals of this module go through
-//! `Html::raw`. Data never lands in an attribute, a `<style>` or a URL.
+//! `Html::raw`. Data never lands in an attribute, a `<style>` or a URL. The one
+//! exception to "literals only" in `raw` is a chart's SVG, which plotters wrote with every
+//! text escaped and which [`crate::charts::is_inert`] checked (see [`crate::charts`]).
+//!
+//! The page stays usable on large runs: at most [`TRIALS_LISTED`] trials are listed (not
+//! passing first), [`TRIALS_DRILLED`] of them with their first and last
+//! [`REQUESTS_SHOWN`] requests; the CSVs, linked by relative name, hold everything.
 //!
 //! The page is streamed to a `Write` section by section: nothing holds the whole page.
 
 use std::io::{self, Write};
+use std::ops::Range;
+
+use polars::prelude::{AnyValue, Column};
 
 use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, TrialRow, VerdictStatus};
 
+use crate::baseline::{Comparison, METRICS};
+use crate::charts::Chart;
 use crate::compaction::{TrialCompaction, COMPACTION_EVENTS_SHOWN};
 use crate::error::ExportError;
 use crate::export::{Exporter, ReportData};
@@ -23,9 +34,23 @@ use crate::gates::{Bound, GateReport, GateVerdict};
 use crate::stats::Proportion;
 use crate::summary::SummaryRow;
 
-/// The Content-Security-Policy of the page: nothing may load or run; inline styles and
-/// `data:` images (future inline charts) are the only exceptions.
-pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+/// The Content-Security-Policy of the page: nothing may load or run, no base URL or form
+/// target may be set; inline styles are the only exception. The charts are inline `<svg>`
+/// elements — markup, not loaded resources — so they need no `img-src`.
+pub const CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+
+/// Trials listed in the trials table (not passing first); the rest are in `trials.csv`.
+pub const TRIALS_LISTED: usize = 500;
+
+/// Trials whose requests are drilled down (the first listed ones).
+pub const TRIALS_DRILLED: usize = 20;
+
+/// Requests shown at each end of a drilled-down trial.
+pub const REQUESTS_SHOWN: usize = 10;
+
+/// Scenario rows of the baseline comparison shown (changed rows only).
+pub const BASELINE_ROWS_SHOWN: usize = 100;
 
 /// Evidence items shown per verdict (the rest are counted).
 pub const EVIDENCE_SHOWN: usize = 5;
@@ -43,24 +68,29 @@ impl Exporter for HtmlExporter {
     }
 
     fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
-        render(data, out)?;
-        Ok(())
+        render(data, out)
     }
 }
 
 /// Renders the whole page into `out`.
-pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> io::Result<()> {
+pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+    let charts = crate::charts::render_all(data)?;
     let mut h = Html { w: out };
     head(&mut h, data)?;
     banner(&mut h, &data.gates)?;
     gates_table(&mut h, &data.gates)?;
     modes_table(&mut h, data)?;
+    if let Some(c) = &data.baseline {
+        baseline_section(&mut h, c, data.gates.candidate)?;
+    }
+    charts_section(&mut h, &charts)?;
     scenarios_table(&mut h, data)?;
     trials_table(&mut h, data)?;
     manifest(&mut h, data)?;
     h.raw("<footer>ctxbench-reports ")?;
     h.text(env!("CARGO_PKG_VERSION"))?;
-    h.raw(" — generated offline from run storage.</footer>\n</body>\n</html>\n")
+    h.raw(" — generated offline from run storage.</footer>\n</body>\n</html>\n")?;
+    Ok(())
 }
 
 /// A writer that keeps "trusted literal" and "untrusted text" apart.
@@ -123,6 +153,9 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 ul.ev{margin:.2em 0;padding-left:1.2em}
 tr.cx>td{background:#fafafa}table.sub{width:auto;font-size:12px;margin:.3em 0}
 pre{background:#f7f7f7;padding:.5em;overflow:auto;white-space:pre-wrap}
+figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-weight:bold}p.cn{color:#555;font-size:12px;margin:.2em 0}
+.up{color:#1e8e3e}.down{color:#d93025}details>summary{cursor:pointer}
 footer{margin-top:2em;color:#777;font-size:12px}
 ";
 
@@ -372,8 +405,49 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     h.raw("</tbody>\n</table>\n")
 }
 
+/// Indices (into `run.trials`) of the trials listed: all when they fit in
+/// [`TRIALS_LISTED`], else the ones that did not pass first, then the others, each group
+/// in run order — and the list shown in run order.
+fn listed_trials(trials: &[TrialRow]) -> Vec<usize> {
+    if trials.len() <= TRIALS_LISTED {
+        return (0..trials.len()).collect();
+    }
+    let mut pick: Vec<usize> = (0..trials.len())
+        .filter(|&i| !trials[i].passed)
+        .take(TRIALS_LISTED)
+        .collect();
+    let rest = TRIALS_LISTED - pick.len();
+    pick.extend((0..trials.len()).filter(|&i| trials[i].passed).take(rest));
+    pick.sort_unstable();
+    pick
+}
+
 fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
-    h.raw("<h2>Trials</h2>\n<table>\n")?;
+    let trials = &data.run.trials;
+    let listed = listed_trials(trials);
+    // Drill down the not-passing listed trials first, then the others, in list order.
+    let mut drill: Vec<usize> = listed
+        .iter()
+        .copied()
+        .filter(|&i| !trials[i].passed)
+        .collect();
+    drill.extend(listed.iter().copied().filter(|&i| trials[i].passed));
+    drill.truncate(TRIALS_DRILLED);
+    h.raw("<h2>Trials</h2>\n<p>")?;
+    h.text(&format!(
+        "{} of {} trials listed{}; requests drilled down for {} of them (not passing first), \
+         at most the first and last {} requests each. Every trial is in ",
+        listed.len(),
+        trials.len(),
+        if listed.len() < trials.len() {
+            " (not passing first)"
+        } else {
+            ""
+        },
+        drill.len(),
+        REQUESTS_SHOWN
+    ))?;
+    h.raw("<a href=\"trials.csv\">trials.csv</a> and every request in <a href=\"requests.csv\">requests.csv</a>.</p>\n<table>\n")?;
     h.header_row(&[
         "trial",
         "mode",
@@ -385,11 +459,259 @@ fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         "grader verdicts",
     ])?;
     h.raw("<tbody>\n")?;
-    for t in &data.run.trials {
+    for &i in &listed {
+        let t = &trials[i];
         trial_row(h, t, data.gates.candidate)?;
         compaction_events(h, data.compaction.get(&t.trial_id))?;
+        if drill.contains(&i) {
+            if let Some(rows) = data.trial_rows.get(i) {
+                trial_requests(h, data, rows.clone())?;
+            }
+        }
     }
-    h.raw("</tbody>\n</table>\n")
+    h.raw("</tbody>\n</table>\n")?;
+    if listed.len() < trials.len() {
+        h.raw("<p>")?;
+        h.text(&format!(
+            "{} more trials not listed (all passed or beyond the first {TRIALS_LISTED}); see ",
+            trials.len() - listed.len()
+        ))?;
+        h.raw("<a href=\"trials.csv\">trials.csv</a>.</p>\n")?;
+    }
+    Ok(())
+}
+
+/// Columns of a drilled-down trial's request table: (column of `requests.csv`, header).
+const REQUEST_DRILL_COLUMNS: [(&str, &str); 21] = [
+    ("seq", "seq"),
+    ("step", "step"),
+    ("round", "round"),
+    ("attempt", "attempt"),
+    ("purpose", "purpose"),
+    ("sent", "sent"),
+    ("est_instructions", "instr."),
+    ("est_memory", "memory"),
+    ("est_recent_tail", "tail"),
+    ("est_current_request", "current"),
+    ("est_tool_schemas", "tools"),
+    ("est_continuation", "contin."),
+    ("est_framing", "framing"),
+    ("est_total", "est. total"),
+    ("available_input", "budget"),
+    ("provider_input_tokens", "provider in"),
+    ("rel_error", "rel. error"),
+    ("over_budget", "over"),
+    ("warned", "warned"),
+    ("error_kind", "error"),
+    ("checkpoint_id", "checkpoint"),
+];
+
+/// A cell value of the requests frame as text (`—` for null).
+fn any_text(v: AnyValue<'_>) -> String {
+    match v {
+        AnyValue::Null => "—".into(),
+        AnyValue::String(s) => s.to_string(),
+        AnyValue::StringOwned(s) => s.to_string(),
+        AnyValue::Float64(f) => format!("{f:.4}"),
+        AnyValue::Float32(f) => format!("{f:.4}"),
+        other => other.to_string(),
+    }
+}
+
+/// The budget breakdown of a trial's requests: the first and last [`REQUESTS_SHOWN`]
+/// (a long session has thousands), in a collapsed `<details>` (no script needed).
+fn trial_requests(h: &mut Html<'_>, data: &ReportData<'_>, rows: Range<usize>) -> io::Result<()> {
+    let m = rows.len();
+    if m == 0 {
+        return Ok(());
+    }
+    let df = data.requests.slice(rows.start as i64, m);
+    let cols: Vec<Option<&Column>> = REQUEST_DRILL_COLUMNS
+        .iter()
+        .map(|(c, _)| df.column(c).ok())
+        .collect();
+    let shown: Vec<usize> = if m <= 2 * REQUESTS_SHOWN {
+        (0..m).collect()
+    } else {
+        (0..REQUESTS_SHOWN).chain(m - REQUESTS_SHOWN..m).collect()
+    };
+    h.raw("<tr class=\"cx\"><td colspan=\"")?;
+    h.raw(TRIAL_TABLE_COLUMNS)?;
+    h.raw("\"><details><summary>")?;
+    h.text(&if m > shown.len() {
+        format!(
+            "requests: showing first {REQUESTS_SHOWN} and last {REQUESTS_SHOWN} of {m} (all in requests.csv)"
+        )
+    } else {
+        format!("requests: all {m}")
+    })?;
+    h.raw("</summary>\n<table class=\"sub\">\n")?;
+    h.header_row(&REQUEST_DRILL_COLUMNS.map(|(_, label)| label))?;
+    h.raw("<tbody>\n")?;
+    for (k, &i) in shown.iter().enumerate() {
+        if k > 0 && i != shown[k - 1] + 1 {
+            h.raw("<tr><td colspan=\"21\">")?;
+            h.text(&format!("… {} requests not shown …", i - shown[k - 1] - 1))?;
+            h.raw("</td></tr>\n")?;
+        }
+        h.raw("<tr>")?;
+        for c in &cols {
+            let v = c
+                .and_then(|c| c.get(i).ok())
+                .map(any_text)
+                .unwrap_or_else(|| "—".into());
+            h.td_num(&bounded(&v))?;
+        }
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table></details></td></tr>\n")
+}
+
+fn charts_section(h: &mut Html<'_>, charts: &[Chart]) -> io::Result<()> {
+    h.raw("<h2>Charts</h2>\n")?;
+    for c in charts {
+        h.raw("<figure>\n<figcaption>")?;
+        h.text(c.title)?;
+        h.raw("</figcaption>\n")?;
+        match &c.svg {
+            // Drawn by plotters, which escapes every text it writes, and checked by
+            // `charts::is_inert` in `render_all`.
+            Some(svg) => h.raw(svg)?,
+            None => h.raw("<p><i>no data</i></p>")?,
+        }
+        h.raw("\n<p class=\"cn\">")?;
+        h.text(&c.note)?;
+        h.raw("</p>\n</figure>\n")?;
+    }
+    Ok(())
+}
+
+fn delta_cell(
+    h: &mut Html<'_>,
+    d: Option<f64>,
+    higher_better: bool,
+    fmt: fn(f64) -> String,
+) -> io::Result<()> {
+    match d {
+        None => h.td_num("—"),
+        Some(d) if d.abs() < 1e-12 => h.td_num(&format!("±{}", fmt(0.0))),
+        Some(d) => {
+            let good = (d > 0.0) == higher_better;
+            h.raw(if good {
+                "<td class=\"n up\">"
+            } else {
+                "<td class=\"n down\">"
+            })?;
+            h.text(&format!(
+                "{}{}",
+                if d > 0.0 { "+" } else { "−" },
+                fmt(d.abs())
+            ))?;
+            h.raw("</td>")
+        }
+    }
+}
+
+/// How a compared metric is printed: shares in percent (points for deltas), counts and
+/// tokens as numbers.
+fn metric_fmt(name: &str) -> fn(f64) -> String {
+    match name {
+        "pass_rate" | "recall" | "token_reduction_vs_off" | "est_rel_error_p95" => {
+            |v| format!("{:.1}%", v * 100.0)
+        }
+        _ => |v| format!("{v:.0}"),
+    }
+}
+
+fn baseline_section(h: &mut Html<'_>, c: &Comparison, candidate: Mode) -> io::Result<()> {
+    h.raw("<h2>Compared with baseline</h2>\n<p>Baseline: ")?;
+    h.text(&c.baseline_runs.join(", "))?;
+    h.raw(" (")?;
+    h.text(&c.baseline_dirs.join(", "))?;
+    h.raw("). Deltas are this run − baseline; green is better. Every row is in <a href=\"baseline.csv\">baseline.csv</a>.</p>\n<table>\n")?;
+    h.header_row(&["mode", "metric", "baseline", "this run", "Δ"])?;
+    h.raw("<tbody>\n")?;
+    for r in c.rows.iter().filter(|r| r.is_suite()) {
+        for m in &METRICS {
+            let (b, v, d) = r.values(m);
+            let fmt = metric_fmt(m.0);
+            h.raw(if r.mode == candidate {
+                "<tr class=\"cand\">"
+            } else {
+                "<tr>"
+            })?;
+            h.td(r.mode.as_str())?;
+            h.td(m.1)?;
+            h.td_num(&b.map(fmt).unwrap_or_else(|| "—".into()))?;
+            h.td_num(&v.map(fmt).unwrap_or_else(|| "—".into()))?;
+            delta_cell(h, d, m.3, fmt)?;
+            h.raw("</tr>\n")?;
+        }
+    }
+    h.raw("</tbody>\n</table>\n<h3>Scenarios that changed</h3>\n")?;
+    let changed: Vec<_> = c
+        .rows
+        .iter()
+        .filter(|r| !r.is_suite() && r.changed())
+        .collect();
+    if changed.is_empty() {
+        return h.raw("<p>No scenario changed status, trial outcomes or recall.</p>\n");
+    }
+    h.raw("<table>\n")?;
+    h.header_row(&[
+        "scenario",
+        "mode",
+        "status (baseline → this run)",
+        "change",
+        "trials fixed",
+        "trials regressed",
+        "pass rate Δ",
+        "recall Δ",
+    ])?;
+    h.raw("<tbody>\n")?;
+    for r in changed.iter().take(BASELINE_ROWS_SHOWN) {
+        h.raw("<tr>")?;
+        h.td(&r.scope)?;
+        h.td(r.mode.as_str())?;
+        h.td(&format!(
+            "{} → {}",
+            if r.baseline_status.is_empty() {
+                "—"
+            } else {
+                r.baseline_status
+            },
+            if r.candidate_status.is_empty() {
+                "—"
+            } else {
+                r.candidate_status
+            }
+        ))?;
+        let class = match r.status_change {
+            "fixed" => "s-pass",
+            "regressed" => "s-fail",
+            _ => "s-skip",
+        };
+        h.raw("<td class=\"")?;
+        h.raw(class)?;
+        h.raw("\">")?;
+        h.text(r.status_change)?;
+        h.raw("</td>")?;
+        h.td_num(&r.trials_fixed.to_string())?;
+        h.td_num(&r.trials_regressed.to_string())?;
+        delta_cell(h, r.values(&METRICS[0]).2, true, metric_fmt("pass_rate"))?;
+        delta_cell(h, r.values(&METRICS[1]).2, true, metric_fmt("recall"))?;
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table>\n")?;
+    if changed.len() > BASELINE_ROWS_SHOWN {
+        h.raw("<p>")?;
+        h.text(&format!(
+            "{} more changed rows in baseline.csv.",
+            changed.len() - BASELINE_ROWS_SHOWN
+        ))?;
+        h.raw("</p>\n")?;
+    }
+    Ok(())
 }
 
 fn trial_row(h: &mut Html<'_>, t: &TrialRow, candidate: Mode) -> io::Result<()> {
@@ -583,7 +905,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     h.text(&format!(
         "{} trials, {} requests and {} compaction-related events read; {} torn line(s), {} orphan and {} superseded request row(s), {} orphan and {} superseded event(s) skipped.",
         run.trials.len(),
-        run.requests.len(),
+        run.request_count(),
         run.events.len(),
         run.torn_lines,
         run.orphan_requests,

@@ -7,11 +7,13 @@
 //! | --- | --- |
 //! | `trials.csv` | one row per trial ([`frames::trials_frame`]) |
 //! | `requests.csv` | one row per physical request or preflight stop ([`frames::requests_frame`]) |
+//! | `requests.parquet` | the same rows and columns, typed ([`export::ParquetExporter`]) |
 //! | `summary.csv` | per mode and per scenario × mode, with Wilson intervals ([`summary`]) |
 //! | `gates.json` | the [`GateReport`]: per-gate results and the verdict ([`gates`]) |
 //! | `index.html` | one self-contained, script-free page ([`html`]) |
 //! | `junit.xml` | one test suite per scenario × mode and one for the gates ([`junit`]) |
 //! | `summary.md` | verdict, gates, modes and failed scenarios for a CI job summary ([`markdown`]) |
+//! | `baseline.csv` | with a baseline run: differences per mode and scenario ([`baseline`]) |
 //!
 //! Columns are documented in `docs/report-columns.md`.
 //!
@@ -38,6 +40,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod baseline;
+pub mod charts;
 pub mod compaction;
 pub mod error;
 pub mod export;
@@ -116,18 +120,43 @@ impl ReportSummary {
     }
 }
 
+/// Options of [`write_report_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Baseline run directories (shards of one run) to compare with; empty for none.
+    pub baseline: Vec<PathBuf>,
+}
+
 /// Reads `run_dirs` (merged as shards), evaluates `gates` and writes `trials.csv`,
-/// `requests.csv`, `summary.csv`, `gates.json`, `index.html`, `junit.xml` and `summary.md`
-/// into `out_dir` (created if needed). Files are written under temporary names and renamed
-/// into place once all are complete.
+/// `requests.csv`, `requests.parquet`, `summary.csv`, `gates.json`, `index.html`,
+/// `junit.xml` and `summary.md` into `out_dir` (created if needed). Files are written
+/// under temporary names and renamed into place once all are complete.
 pub fn write_report(
     run_dirs: &[PathBuf],
     out_dir: &Path,
     gates: &GatesFile,
 ) -> Result<ReportSummary, ReportError> {
+    write_report_with(run_dirs, out_dir, gates, &ReportOptions::default())
+}
+
+/// [`write_report`] with options: with a baseline, the report also compares the run with
+/// it ([`baseline`]) and writes `baseline.csv`.
+pub fn write_report_with(
+    run_dirs: &[PathBuf],
+    out_dir: &Path,
+    gates: &GatesFile,
+    options: &ReportOptions,
+) -> Result<ReportSummary, ReportError> {
     let run = load_runs(run_dirs)?;
-    let data = ReportData::build(&run, gates)?;
-    let files = export::write_all_atomically(&default_exporters(), &data, out_dir)?;
+    let mut data = ReportData::build(&run, gates)?;
+    let mut exporters = default_exporters();
+    if !options.baseline.is_empty() {
+        // Read, summarised and dropped again before the files are written.
+        let base = load_runs(&options.baseline)?;
+        data = data.with_baseline(&base, gates)?;
+        exporters.push(Box::new(export::BaselineCsvExporter));
+    }
+    let files = export::write_all_atomically(&exporters, &data, out_dir)?;
     Ok(ReportSummary {
         modes: data
             .summary
@@ -138,7 +167,7 @@ pub fn write_report(
         gates: data.gates,
         files,
         trials: run.trials.len(),
-        requests: run.requests.len(),
+        requests: run.request_count(),
         torn_lines: run.torn_lines,
     })
 }

@@ -57,6 +57,9 @@ pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> io::Result<()> {
     verdict(&mut md, &data.gates);
     gates(&mut md, &data.gates);
     modes(&mut md, data);
+    if let Some(c) = &data.baseline {
+        baseline(&mut md, c);
+    }
     failed(&mut md, &data.run.trials, data.gates.candidate);
     out.write_all(md.as_bytes())
 }
@@ -175,6 +178,88 @@ fn gates(md: &mut String, g: &GateReport) {
             r.observed.map(num).unwrap_or_else(|| "—".into()),
             num(r.threshold),
             cell(&r.detail)
+        );
+    }
+    md.push('\n');
+}
+
+/// Changed scenario rows listed in the baseline comparison (the rest are counted).
+pub const BASELINE_ROWS_SHOWN: usize = 50;
+
+fn baseline(md: &mut String, c: &crate::baseline::Comparison) {
+    use crate::baseline::METRICS;
+    let _ = writeln!(
+        md,
+        "### Compared with baseline\n\nBaseline run {}; Δ = this run − baseline (all rows in `baseline.csv`).\n",
+        cell(&c.baseline_runs.join(", "))
+    );
+    md.push_str(
+        "| mode | metric | baseline | this run | Δ |\n| --- | --- | ---: | ---: | ---: |\n",
+    );
+    let share = |name: &str| {
+        matches!(
+            name,
+            "pass_rate" | "recall" | "token_reduction_vs_off" | "est_rel_error_p95"
+        )
+    };
+    for r in c.rows.iter().filter(|r| r.is_suite()) {
+        for m in &METRICS {
+            let (b, v, d) = r.values(m);
+            let f = |x: Option<f64>| match x {
+                None => "—".to_string(),
+                Some(x) if share(m.0) => format!("{:.1}%", x * 100.0),
+                Some(x) => format!("{x:.0}"),
+            };
+            let delta = match d {
+                None => "—".to_string(),
+                Some(d) if share(m.0) => format!("{:+.1} pp", d * 100.0),
+                Some(d) => format!("{d:+.0}"),
+            };
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {} | {} | {delta} |",
+                r.mode.as_str(),
+                m.1,
+                f(b),
+                f(v)
+            );
+        }
+    }
+    md.push('\n');
+    let changed: Vec<_> = c
+        .rows
+        .iter()
+        .filter(|r| !r.is_suite() && r.changed())
+        .collect();
+    if changed.is_empty() {
+        md.push_str("No scenario changed status, trial outcomes or recall.\n\n");
+        return;
+    }
+    md.push_str("| scenario | mode | status | change | trials fixed / regressed | recall Δ |\n");
+    md.push_str("| --- | --- | --- | --- | ---: | ---: |\n");
+    for r in changed.iter().take(BASELINE_ROWS_SHOWN) {
+        let dash = |s: &'static str| if s.is_empty() { "—" } else { s };
+        let recall = r.values(&METRICS[1]).2;
+        let _ = writeln!(
+            md,
+            "| {} | `{}` | {} → {} | {} | {} / {} | {} |",
+            cell(&r.scope),
+            r.mode.as_str(),
+            dash(r.baseline_status),
+            dash(r.candidate_status),
+            r.status_change,
+            r.trials_fixed,
+            r.trials_regressed,
+            recall
+                .map(|d| format!("{:+.1} pp", d * 100.0))
+                .unwrap_or_else(|| "—".into())
+        );
+    }
+    if changed.len() > BASELINE_ROWS_SHOWN {
+        let _ = writeln!(
+            md,
+            "\n… {} more in `baseline.csv`.",
+            changed.len() - BASELINE_ROWS_SHOWN
         );
     }
     md.push('\n');

@@ -19,16 +19,28 @@
 //! [`RunData::duplicate_requests`]. Events are treated the same way, keyed by
 //! `(trial, seq)` ([`RunData::orphan_events`], [`RunData::duplicate_events`]).
 
+//!
+//! **Memory.** Request rows are the bulk of a run (a million rows is a normal long-session
+//! suite), so they are never held as row structs: each line is parsed into a borrowed view
+//! and appended to column vectors, repeated text interned to `u32` codes
+//! ([`RunData::requests`] is then one polars frame whose text columns are gathered from
+//! small dictionaries, i.e. 16-byte views sharing one buffer). Sorting and the removal of
+//! superseded copies work on a permutation of row numbers, with no hash map per row.
+
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use ctxbench_harness::budget::BudgetBreakdown;
+use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{
-    EventRow, Manifest, ManifestScenario, RequestRow, TrialRow, EVENT_SCHEMA, MANIFEST_SCHEMA,
-    REQUEST_SCHEMA, TRIAL_SCHEMA,
+    EventRow, Manifest, ManifestScenario, TrialRow, EVENT_SCHEMA, MANIFEST_SCHEMA, REQUEST_SCHEMA,
+    TRIAL_SCHEMA,
 };
-use serde::de::DeserializeOwned;
+use polars::prelude::*;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 
 use crate::error::ReportError;
@@ -62,8 +74,8 @@ pub const REPORT_EVENT_KINDS: &[&str] = &[
 ];
 
 /// Everything the report reads from one or more run directories (shards), merged and in
-/// a deterministic order. Request rows are kept without their `message_hashes` (unused by
-/// the report, and the bulk of a long session's rows).
+/// a deterministic order. Request rows are kept as one columnar frame without their
+/// `message_hashes` (unused by the report, and the bulk of a long session's rows).
 ///
 /// Trials are sorted by `(scenario, mode, trial, trial_id)`; requests by their trial in
 /// that order, then `(step, round, attempt, seq)` — chronological within a trial, and
@@ -75,8 +87,10 @@ pub struct RunData {
     pub runs: Vec<RunSource>,
     /// Every trial row, sorted.
     pub trials: Vec<TrialRow>,
-    /// Every request row of a present trial, sorted.
-    pub requests: Vec<RequestRow>,
+    /// Every request row of a present trial, sorted: the columns of `requests.csv`
+    /// ([`crate::frames::REQUEST_COLUMNS`]) except the derived `abs_error` and `rel_error`,
+    /// which [`crate::frames::requests_frame`] adds.
+    pub requests: DataFrame,
     /// Events of a present trial whose kind is in [`REPORT_EVENT_KINDS`], sorted by their
     /// trial (in trial order), then `seq`.
     pub events: Vec<EventRow>,
@@ -115,6 +129,11 @@ impl RunData {
             .unwrap_or("")
     }
 
+    /// Request rows read (after dropping orphans and superseded copies).
+    pub fn request_count(&self) -> usize {
+        self.requests.height()
+    }
+
     /// Number of matrix trials the manifests announce (sum over shards).
     pub fn matrix_size(&self) -> u64 {
         self.runs.iter().map(|r| r.manifest.matrix_size).sum()
@@ -148,17 +167,16 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
     }
     let mut runs = Vec::with_capacity(dirs.len());
     let mut trials: Vec<TrialRow> = Vec::new();
-    let mut requests: Vec<RequestRow> = Vec::new();
-    let mut events: Vec<EventRow> = Vec::new();
+    let mut events: Vec<(usize, EventRow)> = Vec::new();
     let mut trial_run: HashMap<String, usize> = HashMap::new();
+    let mut requests = RequestColumns::default();
     let mut torn_lines = 0;
     let mut orphan_requests = 0;
-    let mut duplicate_requests = 0;
     let mut orphan_events = 0;
     let mut duplicate_events = 0;
 
     for (idx, dir) in dirs.iter().enumerate() {
-        let one = read_dir(dir)?;
+        let one = read_dir(dir, trials.len(), &mut requests)?;
         if let Some(first) = runs.first() {
             check_compatible(first, &one.source)?;
         }
@@ -174,43 +192,34 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
         }
         torn_lines += one.source.torn_lines;
         orphan_requests += one.orphan_requests;
-        duplicate_requests += one.duplicate_requests;
         orphan_events += one.orphan_events;
         duplicate_events += one.duplicate_events;
         trials.extend(one.trials);
-        requests.extend(one.requests);
         events.extend(one.events);
         runs.push(one.source);
     }
 
-    trials.sort_by(|a, b| trial_key(a).cmp(&trial_key(b)));
-    let order: HashMap<&str, usize> = trials
+    // Sort the trials; `pos[i]` is the sorted position of the i-th trial read.
+    let mut order: Vec<usize> = (0..trials.len()).collect();
+    order.sort_by(|&a, &b| trial_key(&trials[a]).cmp(&trial_key(&trials[b])));
+    let mut pos = vec![0usize; trials.len()];
+    for (p, &i) in order.iter().enumerate() {
+        pos[i] = p;
+    }
+    let mut slots: Vec<Option<TrialRow>> = trials.into_iter().map(Some).collect();
+    let trials: Vec<TrialRow> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    drop(slots);
+
+    events.sort_by_key(|(t, e)| (pos[*t], e.seq));
+    let events: Vec<EventRow> = events.into_iter().map(|(_, e)| e).collect();
+
+    let run_ids: Vec<&str> = runs.iter().map(|r| r.manifest.run_id.as_str()).collect();
+    let trial_run_idx: Vec<usize> = trials
         .iter()
-        .enumerate()
-        .map(|(i, t)| (t.trial_id.as_str(), i))
+        .map(|t| trial_run.get(&t.trial_id).copied().unwrap_or(0))
         .collect();
-    // Every kept request has a trial (orphans were dropped per directory).
-    requests.sort_by_cached_key(|r| {
-        (
-            order
-                .get(r.trial_id.as_str())
-                .copied()
-                .unwrap_or(usize::MAX),
-            r.step,
-            r.round,
-            r.attempt,
-            r.seq,
-        )
-    });
-    events.sort_by_cached_key(|e| {
-        (
-            order
-                .get(e.trial_id.as_str())
-                .copied()
-                .unwrap_or(usize::MAX),
-            e.seq,
-        )
-    });
+    let (requests, duplicate_requests) =
+        requests.into_frame(&pos, &trials, &trial_run_idx, &run_ids)?;
 
     Ok(RunData {
         runs,
@@ -230,19 +239,25 @@ fn trial_key(t: &TrialRow) -> (&str, ctxbench_harness::mode::Mode, u32, &str) {
     (t.scenario.as_str(), t.mode, t.trial, t.trial_id.as_str())
 }
 
-/// One directory, before merging.
+/// One directory, before merging (its request rows went straight into the shared
+/// [`RequestColumns`]).
 struct DirData {
     source: RunSource,
     trials: Vec<TrialRow>,
-    requests: Vec<RequestRow>,
-    events: Vec<EventRow>,
+    /// (index of the trial in read order over all directories, event).
+    events: Vec<(usize, EventRow)>,
     orphan_requests: usize,
-    duplicate_requests: usize,
     orphan_events: usize,
     duplicate_events: usize,
 }
 
-fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
+/// Reads one directory; `first_trial` is the read-order index its first trial will have,
+/// and its request rows are appended to `requests`.
+fn read_dir(
+    dir: &Path,
+    first_trial: usize,
+    requests: &mut RequestColumns,
+) -> Result<DirData, ReportError> {
     let manifest = read_manifest(&dir.join("manifest.json"))?;
 
     let trials_path = dir.join("trials.jsonl");
@@ -274,48 +289,29 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
         return Err(e);
     }
 
-    // A later copy of the same physical request replaces an earlier one. Keyed by the
-    // trial's index rather than its id, so the map holds no strings.
     let trial_index: HashMap<&str, usize> = trials
         .iter()
         .enumerate()
-        .map(|(i, t)| (t.trial_id.as_str(), i))
+        .map(|(i, t)| (t.trial_id.as_str(), first_trial + i))
         .collect();
-    let mut requests: Vec<RequestRow> = Vec::new();
-    let mut slot: HashMap<(usize, u64, u64, u64, u32), usize> = HashMap::new();
     let mut orphan_requests = 0;
-    let mut duplicate_requests = 0;
-    let torn_requests = read_jsonl::<RequestRow>(
-        &dir.join("requests.jsonl"),
-        REQUEST_SCHEMA,
-        |r| &r.schema,
-        |_, mut row| {
-            let Some(&t) = trial_index.get(row.trial_id.as_str()) else {
-                orphan_requests += 1;
-                return;
-            };
-            // The report never reads message hashes, and in long sessions they dominate a
-            // row's size (one 64-char hash per message per request): not retained.
-            row.message_hashes = Vec::new();
-            let key = (t, row.seq, row.step, row.round, row.attempt);
-            match slot.get(&key) {
-                Some(&i) => {
-                    requests[i] = row;
-                    duplicate_requests += 1;
-                }
-                None => {
-                    slot.insert(key, requests.len());
-                    requests.push(row);
-                }
-            }
-        },
-    )?;
-    drop(slot);
+    let req_path = dir.join("requests.jsonl");
+    let torn_requests = read_jsonl_raw(&req_path, REQUEST_SCHEMA, |_, text| {
+        let row: RawRequest<'_> = serde_json::from_slice(text).map_err(LineError::Json)?;
+        if row.schema != REQUEST_SCHEMA {
+            return Err(LineError::Schema(row.schema.into_owned()));
+        }
+        match trial_index.get(row.trial_id.as_ref()) {
+            Some(&t) => requests.push(t, &row),
+            None => orphan_requests += 1,
+        }
+        Ok(())
+    })?;
 
     // Events: only the kinds the report uses; a later copy of `(trial, seq)` wins.
     let events_path = dir.join("events.jsonl");
     let has_events = events_path.is_file();
-    let mut events: Vec<EventRow> = Vec::new();
+    let mut events: Vec<(usize, EventRow)> = Vec::new();
     let mut event_slot: HashMap<(usize, u64), usize> = HashMap::new();
     let mut orphan_events = 0;
     let mut duplicate_events = 0;
@@ -335,12 +331,12 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
                 let key = (t, row.seq);
                 match event_slot.get(&key) {
                     Some(&i) => {
-                        events[i] = row;
+                        events[i] = (t, row);
                         duplicate_events += 1;
                     }
                     None => {
                         event_slot.insert(key, events.len());
-                        events.push(row);
+                        events.push((t, row));
                     }
                 }
             },
@@ -359,13 +355,325 @@ fn read_dir(dir: &Path) -> Result<DirData, ReportError> {
             has_events,
         },
         trials,
-        requests,
         events,
         orphan_requests,
-        duplicate_requests,
         orphan_events,
         duplicate_events,
     })
+}
+
+/// A request row as parsed: text borrowed from the line where it has no escapes, the
+/// message hashes skipped (required, as in the schema, but never stored). Mirrors
+/// `ctxbench_harness::storage::schema::RequestRow`; unknown fields are ignored.
+#[derive(Deserialize)]
+struct RawRequest<'a> {
+    #[serde(borrow)]
+    schema: Cow<'a, str>,
+    #[serde(borrow)]
+    trial_id: Cow<'a, str>,
+    #[serde(borrow)]
+    scenario: Cow<'a, str>,
+    mode: Mode,
+    #[serde(borrow)]
+    provider: Cow<'a, str>,
+    #[serde(borrow)]
+    model: Cow<'a, str>,
+    trial: u32,
+    seq: u64,
+    step: u64,
+    round: u64,
+    attempt: u32,
+    sent: bool,
+    #[serde(borrow, default = "purpose_turn")]
+    purpose: Cow<'a, str>,
+    budget: BudgetBreakdown,
+    #[serde(borrow)]
+    estimator: Cow<'a, str>,
+    #[serde(borrow)]
+    estimation_method: Cow<'a, str>,
+    #[serde(borrow)]
+    confidence: Cow<'a, str>,
+    observed_estimate: u64,
+    over_budget: bool,
+    warned: bool,
+    #[serde(default)]
+    provider_input_tokens: Option<u64>,
+    #[serde(default)]
+    provider_output_tokens: Option<u64>,
+    #[serde(default)]
+    overflow_input_tokens: Option<u64>,
+    #[serde(borrow, default)]
+    error_kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    retry_reason: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    instruction_hash: Cow<'a, str>,
+    #[serde(borrow, default)]
+    checkpoint_id: Option<Cow<'a, str>>,
+    #[allow(dead_code)]
+    message_hashes: IgnoredAny,
+    latency_ms: u64,
+}
+
+fn purpose_turn<'a>() -> Cow<'a, str> {
+    Cow::Borrowed(crate::frames::PURPOSE_TURN)
+}
+
+/// Code of "no value" in an optional text column.
+const NONE: u32 = u32::MAX;
+
+/// Distinct strings, each stored once, numbered in first-seen order.
+#[derive(Default)]
+struct Interner {
+    values: Vec<String>,
+    codes: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn code(&mut self, s: &str) -> u32 {
+        if let Some(&c) = self.codes.get(s) {
+            return c;
+        }
+        let c = self.values.len() as u32;
+        self.values.push(s.to_string());
+        self.codes.insert(s.to_string(), c);
+        c
+    }
+
+    fn opt(&mut self, s: Option<&str>) -> u32 {
+        s.map_or(NONE, |s| self.code(s))
+    }
+}
+
+/// Request rows as columns, in read order (one entry per row in every vector).
+#[derive(Default)]
+struct RequestColumns {
+    strings: Interner,
+    /// Read-order index of the row's trial (over all directories).
+    trial_idx: Vec<u32>,
+    scenario: Vec<u32>,
+    mode: Vec<Mode>,
+    provider: Vec<u32>,
+    model: Vec<u32>,
+    trial: Vec<u32>,
+    seq: Vec<u64>,
+    step: Vec<u64>,
+    round: Vec<u64>,
+    attempt: Vec<u32>,
+    sent: Vec<bool>,
+    purpose: Vec<u32>,
+    budget: Vec<BudgetBreakdown>,
+    estimator: Vec<u32>,
+    estimation_method: Vec<u32>,
+    confidence: Vec<u32>,
+    observed_estimate: Vec<u64>,
+    over_budget: Vec<bool>,
+    warned: Vec<bool>,
+    provider_input_tokens: Vec<Option<u64>>,
+    provider_output_tokens: Vec<Option<u64>>,
+    overflow_input_tokens: Vec<Option<u64>>,
+    error_kind: Vec<u32>,
+    retry_reason: Vec<u32>,
+    instruction_hash: Vec<u32>,
+    checkpoint_id: Vec<u32>,
+    latency_ms: Vec<u64>,
+}
+
+impl RequestColumns {
+    fn push(&mut self, trial: usize, r: &RawRequest<'_>) {
+        let s = &mut self.strings;
+        self.trial_idx.push(trial as u32);
+        self.scenario.push(s.code(&r.scenario));
+        self.mode.push(r.mode);
+        self.provider.push(s.code(&r.provider));
+        self.model.push(s.code(&r.model));
+        self.trial.push(r.trial);
+        self.seq.push(r.seq);
+        self.step.push(r.step);
+        self.round.push(r.round);
+        self.attempt.push(r.attempt);
+        self.sent.push(r.sent);
+        self.purpose.push(s.code(&r.purpose));
+        self.budget.push(r.budget);
+        self.estimator.push(s.code(&r.estimator));
+        self.estimation_method.push(s.code(&r.estimation_method));
+        self.confidence.push(s.code(&r.confidence));
+        self.observed_estimate.push(r.observed_estimate);
+        self.over_budget.push(r.over_budget);
+        self.warned.push(r.warned);
+        self.provider_input_tokens.push(r.provider_input_tokens);
+        self.provider_output_tokens.push(r.provider_output_tokens);
+        self.overflow_input_tokens.push(r.overflow_input_tokens);
+        self.error_kind.push(s.opt(r.error_kind.as_deref()));
+        self.retry_reason.push(s.opt(r.retry_reason.as_deref()));
+        self.instruction_hash.push(s.code(&r.instruction_hash));
+        self.checkpoint_id.push(s.opt(r.checkpoint_id.as_deref()));
+        self.latency_ms.push(r.latency_ms);
+    }
+
+    /// The sorted frame (columns of `requests.csv` without `abs_error` / `rel_error`) and
+    /// the number of superseded copies dropped. `pos` maps a read-order trial index to its
+    /// sorted position; `trial_run` gives the run (index into `run_ids`) of each sorted
+    /// trial.
+    ///
+    /// Rows are ordered by (trial position, step, round, attempt, seq, read order); of
+    /// rows equal in all but read order — the same physical request appended again by a
+    /// resumed trial — the last read is kept. Columns are built one at a time from that
+    /// permutation and their source vectors freed as they go, so the peak is one column
+    /// more than the frame itself.
+    fn into_frame(
+        mut self,
+        pos: &[usize],
+        trials: &[TrialRow],
+        trial_run: &[usize],
+        run_ids: &[&str],
+    ) -> PolarsResult<(DataFrame, usize)> {
+        let key = |i: usize| {
+            (
+                pos[self.trial_idx[i] as usize],
+                self.step[i],
+                self.round[i],
+                self.attempt[i],
+                self.seq[i],
+            )
+        };
+        let mut perm: Vec<u32> = (0..self.trial_idx.len() as u32).collect();
+        perm.sort_unstable_by_key(|&i| (key(i as usize), i));
+        // Keep the last of each run of equal keys.
+        let mut keep: Vec<u32> = Vec::with_capacity(perm.len());
+        for (k, &i) in perm.iter().enumerate() {
+            let superseded = perm
+                .get(k + 1)
+                .is_some_and(|&next| key(next as usize) == key(i as usize));
+            if !superseded {
+                keep.push(i);
+            }
+        }
+        let duplicates = perm.len() - keep.len();
+        drop(perm);
+        let n = keep.len();
+
+        fn gather<T: Copy>(v: Vec<T>, keep: &[u32]) -> Vec<T> {
+            keep.iter().map(|&i| v[i as usize]).collect()
+        }
+        let dict =
+            |name: &str, values: Vec<Option<&str>>, codes: Vec<u32>| -> PolarsResult<Column> {
+                let none = values.len() as IdxSize;
+                let mut values = values;
+                values.push(None);
+                let idx: Vec<IdxSize> = codes
+                    .into_iter()
+                    .map(|c| if c == NONE { none } else { c as IdxSize })
+                    .collect();
+                Column::new(name.into(), values).take(&IdxCa::from_vec("".into(), idx))
+            };
+        let strings: Vec<Option<&str>> = self
+            .strings
+            .values
+            .iter()
+            .map(|s| Some(s.as_str()))
+            .collect();
+        let text = |name: &str, codes: Vec<u32>| dict(name, strings.clone(), gather(codes, &keep));
+
+        let trial_sorted: Vec<u32> = keep
+            .iter()
+            .map(|&i| pos[self.trial_idx[i as usize] as usize] as u32)
+            .collect();
+        let run_of: Vec<u32> = trial_sorted
+            .iter()
+            .map(|&t| trial_run.get(t as usize).copied().unwrap_or(0) as u32)
+            .collect();
+        // Straight from the row-order budgets: no second copy of the whole breakdown.
+        let budget = &self.budget;
+        let b = |f: fn(&BudgetBreakdown) -> u64| {
+            keep.iter()
+                .map(|&i| f(&budget[i as usize]))
+                .collect::<Vec<u64>>()
+        };
+        let u = |name: &str, v: Vec<u64>| Column::new(name.into(), gather(v, &keep));
+        let cols = vec![
+            dict("run_id", run_ids.iter().map(|s| Some(*s)).collect(), run_of)?,
+            dict(
+                "trial_id",
+                trials.iter().map(|t| Some(t.trial_id.as_str())).collect(),
+                trial_sorted,
+            )?,
+            text("scenario", std::mem::take(&mut self.scenario))?,
+            Column::new(
+                "mode".into(),
+                keep.iter()
+                    .map(|&i| self.mode[i as usize].as_str())
+                    .collect::<Vec<_>>(),
+            ),
+            text("provider", std::mem::take(&mut self.provider))?,
+            text("model", std::mem::take(&mut self.model))?,
+            Column::new(
+                "trial".into(),
+                gather(std::mem::take(&mut self.trial), &keep),
+            ),
+            u("seq", std::mem::take(&mut self.seq)),
+            u("step", std::mem::take(&mut self.step)),
+            u("round", std::mem::take(&mut self.round)),
+            Column::new(
+                "attempt".into(),
+                gather(std::mem::take(&mut self.attempt), &keep),
+            ),
+            Column::new("sent".into(), gather(std::mem::take(&mut self.sent), &keep)),
+            text("purpose", std::mem::take(&mut self.purpose))?,
+            Column::new("window".into(), b(|b| b.window)),
+            Column::new("requested_output".into(), b(|b| b.requested_output)),
+            Column::new("buffer".into(), b(|b| b.buffer)),
+            Column::new("reserve".into(), b(|b| b.reserve)),
+            Column::new("available_input".into(), b(|b| b.available_input)),
+            Column::new("est_instructions".into(), b(|b| b.instructions)),
+            Column::new("est_memory".into(), b(|b| b.memory)),
+            Column::new("est_recent_tail".into(), b(|b| b.recent_tail)),
+            Column::new("est_current_request".into(), b(|b| b.current_request)),
+            Column::new("est_tool_schemas".into(), b(|b| b.tool_schemas)),
+            Column::new("est_continuation".into(), b(|b| b.continuation)),
+            Column::new("est_framing".into(), b(|b| b.framing)),
+            Column::new("est_total".into(), b(|b| b.total)),
+            u(
+                "observed_estimate",
+                std::mem::take(&mut self.observed_estimate),
+            ),
+            text("estimator", std::mem::take(&mut self.estimator))?,
+            text(
+                "estimation_method",
+                std::mem::take(&mut self.estimation_method),
+            )?,
+            text("confidence", std::mem::take(&mut self.confidence))?,
+            Column::new(
+                "over_budget".into(),
+                gather(std::mem::take(&mut self.over_budget), &keep),
+            ),
+            Column::new(
+                "warned".into(),
+                gather(std::mem::take(&mut self.warned), &keep),
+            ),
+            Column::new(
+                "provider_input_tokens".into(),
+                gather(std::mem::take(&mut self.provider_input_tokens), &keep),
+            ),
+            Column::new(
+                "provider_output_tokens".into(),
+                gather(std::mem::take(&mut self.provider_output_tokens), &keep),
+            ),
+            Column::new(
+                "overflow_input_tokens".into(),
+                gather(std::mem::take(&mut self.overflow_input_tokens), &keep),
+            ),
+            text("error_kind", std::mem::take(&mut self.error_kind))?,
+            text("retry_reason", std::mem::take(&mut self.retry_reason))?,
+            text(
+                "instruction_hash",
+                std::mem::take(&mut self.instruction_hash),
+            )?,
+            text("checkpoint_id", std::mem::take(&mut self.checkpoint_id))?,
+            u("latency_ms", std::mem::take(&mut self.latency_ms)),
+        ];
+        Ok((DataFrame::new(n, cols)?, duplicates))
+    }
 }
 
 fn read_manifest(path: &Path) -> Result<Manifest, ReportError> {
@@ -403,6 +711,14 @@ struct SchemaTag {
     schema: String,
 }
 
+/// Why one JSONL line was not accepted.
+enum LineError {
+    /// It is not JSON of the row's shape.
+    Json(serde_json::Error),
+    /// It parsed, but carries another `schema` tag.
+    Schema(String),
+}
+
 /// Streams a JSONL file row by row (bounded memory: one line at a time), calling `row`
 /// with the 1-based line number and the parsed row. Returns the number of torn last lines
 /// skipped (0 or 1). Blank lines carry nothing and are skipped.
@@ -411,6 +727,26 @@ fn read_jsonl<T: DeserializeOwned>(
     expected: &'static str,
     schema_of: impl Fn(&T) -> &str,
     mut row: impl FnMut(u64, T),
+) -> Result<usize, ReportError> {
+    read_jsonl_raw(path, expected, |line_no, text| {
+        let parsed = serde_json::from_slice::<T>(text).map_err(LineError::Json)?;
+        let tag = schema_of(&parsed);
+        if tag != expected {
+            return Err(LineError::Schema(tag.to_string()));
+        }
+        row(line_no, parsed);
+        Ok(())
+    })
+}
+
+/// The line loop of [`read_jsonl`]: `on_line` gets the 1-based line number and each
+/// non-blank, complete line (without its line end), in order. A final line without `\n`, or a final line that is not
+/// complete JSON, is a torn append (returns 1); any other rejected line is an error naming
+/// the file and line.
+fn read_jsonl_raw(
+    path: &Path,
+    expected: &'static str,
+    mut on_line: impl FnMut(u64, &[u8]) -> Result<(), LineError>,
 ) -> Result<usize, ReportError> {
     let file = File::open(path).map_err(|e| ReportError::io(path, e))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
@@ -439,20 +775,17 @@ fn read_jsonl<T: DeserializeOwned>(
             // The writer always ends a row with '\n': without it the append was cut.
             return Ok(1);
         }
-        match serde_json::from_slice::<T>(text) {
-            Ok(parsed) => {
-                let tag = schema_of(&parsed);
-                if tag != expected {
-                    return Err(ReportError::UnknownSchema {
-                        path: path.to_path_buf(),
-                        line: line_no,
-                        found: tag.to_string(),
-                        expected,
-                    });
-                }
-                row(line_no, parsed);
+        match on_line(line_no, text) {
+            Ok(()) => {}
+            Err(LineError::Schema(found)) => {
+                return Err(ReportError::UnknownSchema {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    found,
+                    expected,
+                });
             }
-            Err(e) => {
+            Err(LineError::Json(e)) => {
                 // An incomplete final line is a torn append; complete JSON of the wrong
                 // shape is corruption even at the end.
                 if is_last && !e.is_data() {

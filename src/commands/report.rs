@@ -11,13 +11,22 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| args.runs[0].join("report"));
-    let summary = ctxbench_reports::write_report(&args.runs, &out, &gates)
+    let options = ctxbench_reports::ReportOptions {
+        baseline: args.baseline.clone(),
+    };
+    let summary = ctxbench_reports::write_report_with(&args.runs, &out, &gates, &options)
         .map_err(|e| exit::usage(e.to_string()))
         .with_context(|| format!("building the report in {}", out.display()))?;
     for line in summary.mode_lines() {
         println!("  {line}");
     }
     println!("report: {}", out.join("index.html").display());
+    if !args.baseline.is_empty() {
+        println!(
+            "compared with baseline: {}",
+            out.join("baseline.csv").display()
+        );
+    }
     println!(
         "verdict: {}",
         ctxbench_reports::verdict_line(&summary.gates)

@@ -20,6 +20,7 @@ async fn run(yaml: &str, mode: Mode) -> TrialRecord {
             run_seed: 3,
             provider: ProviderSpec::Fake,
             mutation: None,
+            services: Default::default(),
         },
         dir.path(),
     )

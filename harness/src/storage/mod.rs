@@ -48,6 +48,14 @@ pub enum StorageError {
         /// The cause.
         source: serde_json::Error,
     },
+    /// `--resume` was pointed at something that is not a resumable run.
+    #[error("{path}: cannot resume: {reason}")]
+    NotResumable {
+        /// The run directory or file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The directory already holds a run.
     #[error(
         "{0} already holds a run (manifest.json exists); choose another --out or use --resume"
@@ -88,6 +96,65 @@ impl RunStore {
         }
         write_manifest(dir, manifest)?;
         Self::open(dir)
+    }
+
+    /// Reopen an existing run for `--resume`: cut off torn final records (a trial killed
+    /// mid-append), then report which trials are complete. Nothing complete is rewritten.
+    pub fn resume(dir: &Path) -> Result<(Self, ResumeScan), StorageError> {
+        let manifest_path = dir.join(files::MANIFEST);
+        let text = std::fs::read(&manifest_path).map_err(|source| StorageError::Io {
+            path: manifest_path.clone(),
+            source,
+        })?;
+        let manifest: Manifest =
+            serde_json::from_slice(&text).map_err(|e| StorageError::NotResumable {
+                path: manifest_path.clone(),
+                reason: format!("manifest.json does not parse: {e}"),
+            })?;
+        let mut torn = Vec::new();
+        for name in [
+            files::TRIALS,
+            files::REQUESTS,
+            files::EVENTS,
+            files::MESSAGES,
+        ] {
+            let path = dir.join(name);
+            let cut = cut_torn_tail(&path)?;
+            if cut > 0 {
+                torn.push(format!("{name}: {cut} bytes"));
+            }
+        }
+        let mut done = HashSet::new();
+        let trials_path = dir.join(files::TRIALS);
+        if let Ok(f) = File::open(&trials_path) {
+            for (n, line) in BufReader::new(f).lines().enumerate() {
+                let line = line.map_err(|source| StorageError::Io {
+                    path: trials_path.clone(),
+                    source,
+                })?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                #[derive(serde::Deserialize)]
+                struct Id {
+                    trial_id: String,
+                }
+                let id: Id =
+                    serde_json::from_str(&line).map_err(|e| StorageError::NotResumable {
+                        path: trials_path.clone(),
+                        reason: format!("line {}: not a trial row: {e}", n + 1),
+                    })?;
+                done.insert(id.trial_id);
+            }
+        }
+        Ok((
+            Self::open(dir)?,
+            ResumeScan {
+                manifest,
+                done,
+                torn,
+            },
+        ))
     }
 
     fn open(dir: &Path) -> Result<Self, StorageError> {
@@ -144,6 +211,53 @@ impl RunStore {
         push_line(&mut buf, trial, &self.dir.join(files::TRIALS))?;
         write_all(&mut self.trials, &buf, &self.dir.join(files::TRIALS))
     }
+}
+
+/// What `--resume` found in a run directory.
+#[derive(Debug, Clone)]
+pub struct ResumeScan {
+    /// The manifest as written by the run (and earlier resumes).
+    pub manifest: Manifest,
+    /// Trial ids with a complete trial row.
+    pub done: HashSet<String>,
+    /// Torn final records that were cut off, as `file: bytes`.
+    pub torn: Vec<String>,
+}
+
+/// Truncate `path` after its last newline; returns the bytes cut. Reads backwards from the
+/// end in blocks, so a multi-gigabyte `requests.jsonl` costs one block, not a full read.
+fn cut_torn_tail(path: &Path) -> Result<u64, StorageError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io(e)),
+    };
+    let len = f.metadata().map_err(io)?.len();
+    let mut end = len;
+    let mut block = vec![0u8; 64 * 1024];
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(block.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start)).map_err(io)?;
+        f.read_exact(&mut block[..n]).map_err(io)?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            break start + i as u64 + 1;
+        }
+        end = start;
+    };
+    if keep < len {
+        f.set_len(keep).map_err(io)?;
+        f.sync_all().map_err(io)?;
+    }
+    Ok(len - keep)
 }
 
 fn push_line<T: serde::Serialize>(

@@ -32,7 +32,7 @@ pub const EVENT_SCHEMA: &str = "ctxbench.event/1";
 pub const MESSAGE_SCHEMA: &str = "ctxbench.message/1";
 
 /// `manifest.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// [`MANIFEST_SCHEMA`].
     pub schema: String,
@@ -60,6 +60,120 @@ pub struct Manifest {
     pub matrix_size: u64,
     /// Pre-registered gates, written before the first trial runs.
     pub gates: Option<RegisteredGates>,
+    /// How the provider was configured — kind, model, base URL and the *name* of the key's
+    /// environment variable; never a key. `--resume` reconnects with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<ProviderConfig>,
+    /// This run's part of a sharded matrix (`--shard K/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Trials in the whole (unsharded) matrix; equals `matrix_size` without a shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_matrix_size: Option<u64>,
+    /// Per-run caps on provider tokens and estimated cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caps: Option<RunCaps>,
+    /// A cassette the run recorded to or replayed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cassette: Option<CassetteUse>,
+    /// Every `--resume` of this run, in order (segment n is `resumes[n - 1]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumes: Vec<ResumeRecord>,
+    /// Set when the run stopped before finishing its matrix (a cap was reached); cleared
+    /// by a `--resume` that completes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<RunStop>,
+}
+
+/// A provider's configuration as recorded in the manifest (no secrets).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderConfig {
+    /// `fake`, `openai` or `anthropic`.
+    pub kind: String,
+    /// Model sent to the provider; `None` sends each scenario's own model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Base URL override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Name of the environment variable the key is read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+/// One shard of a matrix: trials whose matrix index `i` has `i % count == index - 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 1-based shard number `K`.
+    pub index: u32,
+    /// Number of shards `N`.
+    pub count: u32,
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("--shard `{s}`: expected K/N with 1 <= K <= N, e.g. 2/4");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = k.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if index == 0 || count == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// Per-run caps; a run that reaches one starts no further trials and says so.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCaps {
+    /// Provider-reported input + output tokens over the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Estimated cost in US dollars over the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Prices used for the estimate, US dollars per million input / output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_mtok: Option<(f64, f64)>,
+}
+
+/// A cassette in use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CassetteUse {
+    /// `record` or `replay`.
+    pub mode: String,
+    /// The cassette file.
+    pub path: String,
+}
+
+/// One `--resume`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeRecord {
+    /// RFC 3339 time of the resume.
+    pub at: String,
+    /// Complete trials found.
+    pub trials_done: u64,
+    /// Torn final records cut off, as `file: bytes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub torn: Vec<String>,
+}
+
+/// Why a run stopped early.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStop {
+    /// `token_cap` or `cost_cap`.
+    pub reason: String,
+    /// Human-readable detail.
+    pub detail: String,
+    /// Trials complete when it stopped.
+    pub trials_done: u64,
 }
 
 /// A scenario as registered in the manifest.
@@ -239,6 +353,11 @@ pub struct TrialRow {
     pub schema: String,
     /// `<scenario>/<mode>/<trial>`; unique in a run.
     pub trial_id: String,
+    /// The run segment that wrote this row: 0 for the first execution, n for the n-th
+    /// `--resume`. Readers keep a trial's request and event rows only from the segment of its
+    /// trial row, so rows of a killed attempt never mix with the re-run's.
+    #[serde(default)]
+    pub segment: u32,
     /// Scenario id.
     pub scenario: String,
     /// Scenario tags.
@@ -279,6 +398,11 @@ pub struct RequestRow {
     pub schema: String,
     /// Trial id.
     pub trial_id: String,
+    /// The run segment that wrote this row: 0 for the first execution, n for the n-th
+    /// `--resume`. Readers keep a trial's request and event rows only from the segment of its
+    /// trial row, so rows of a killed attempt never mix with the re-run's.
+    #[serde(default)]
+    pub segment: u32,
     /// Scenario id.
     pub scenario: String,
     /// Mode.
@@ -349,6 +473,11 @@ pub struct EventRow {
     pub schema: String,
     /// Trial id.
     pub trial_id: String,
+    /// The run segment that wrote this row: 0 for the first execution, n for the n-th
+    /// `--resume`. Readers keep a trial's request and event rows only from the segment of its
+    /// trial row, so rows of a killed attempt never mix with the re-run's.
+    #[serde(default)]
+    pub segment: u32,
     /// 1-based event number within the trial.
     pub seq: u64,
     /// Script step index.

@@ -29,6 +29,7 @@ pub fn event(trial_id: &str, seq: u64, step: u64, kind: &str, data: serde_json::
     EventRow {
         schema: EVENT_SCHEMA.into(),
         trial_id: trial_id.into(),
+        segment: 0,
         seq,
         step,
         kind: kind.into(),
@@ -58,6 +59,7 @@ pub fn manifest(run_id: &str) -> Manifest {
         }],
         matrix_size: 6,
         gates: None,
+        ..Default::default()
     }
 }
 
@@ -74,6 +76,7 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
     TrialRow {
         schema: TRIAL_SCHEMA.into(),
         trial_id: format!("{scenario}/{mode}/{t}"),
+        segment: 0,
         scenario: scenario.into(),
         tags: vec!["long-session".into()],
         mode,
@@ -127,6 +130,7 @@ pub fn request(tr: &TrialRow, seq: u64, step: u64, est: u64, provider: Option<u6
     RequestRow {
         schema: REQUEST_SCHEMA.into(),
         trial_id: tr.trial_id.clone(),
+        segment: tr.segment,
         scenario: tr.scenario.clone(),
         mode: tr.mode,
         provider: "fake".into(),

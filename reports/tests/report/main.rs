@@ -2,6 +2,7 @@
 
 mod ci;
 mod compaction;
+mod extras;
 mod fixture;
 mod gates;
 mod output;

@@ -121,6 +121,7 @@ fn writes_all_files_with_documented_headers() {
         [
             "trials.csv",
             "requests.csv",
+            "requests.parquet",
             "summary.csv",
             "gates.json",
             "index.html",
@@ -236,6 +237,7 @@ fn reports_are_deterministic() {
     for f in [
         "trials.csv",
         "requests.csv",
+        "requests.parquet",
         "summary.csv",
         "gates.json",
         "index.html",
@@ -344,7 +346,7 @@ fn html_escapes_every_untrusted_string() {
     assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2F;script&gt;"));
     assert!(html.contains(
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'; img-src data:\">"
+         style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'\">"
     ));
     // Bounded evidence: 5 shown, the rest counted.
     assert!(html.contains("… 2 more"), "evidence not bounded");

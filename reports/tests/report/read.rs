@@ -11,7 +11,7 @@ fn reads_a_run_without_events_jsonl() {
     Fx::good("r1").write(tmp.path());
     let run = load_run(tmp.path()).expect("load");
     assert_eq!(run.trials.len(), 6);
-    assert_eq!(run.requests.len(), 12);
+    assert_eq!(run.request_count(), 12);
     assert_eq!(run.torn_lines, 0);
     assert!(!run.runs[0].has_events);
     // Deterministic order: scenario, then mode (off, warn, compact), then trial.
@@ -27,8 +27,10 @@ fn reads_a_run_without_events_jsonl() {
             "s1/compact/1"
         ]
     );
-    assert_eq!(run.requests[0].trial_id, "s1/off/0");
-    assert_eq!((run.requests[0].seq, run.requests[1].seq), (1, 2));
+    let ids = run.requests.column("trial_id").expect("trial_id");
+    assert_eq!(ids.str().expect("str").get(0), Some("s1/off/0"));
+    let seq = run.requests.column("seq").expect("seq").u64().expect("u64");
+    assert_eq!((seq.get(0), seq.get(1)), (Some(1), Some(2)));
 }
 
 #[test]
@@ -47,7 +49,7 @@ fn torn_last_line_without_newline_is_skipped_and_counted() {
     );
     let run = load_run(tmp.path()).expect("load");
     assert_eq!(run.trials.len(), 6);
-    assert_eq!(run.requests.len(), 12);
+    assert_eq!(run.request_count(), 12);
     assert_eq!(run.torn_lines, 2);
 }
 
@@ -144,8 +146,9 @@ fn orphan_and_duplicate_requests_are_dropped_and_counted() {
     let run = load_run(tmp.path()).expect("load");
     assert_eq!(run.orphan_requests, 1);
     assert_eq!(run.duplicate_requests, 1);
-    assert_eq!(run.requests.len(), 12);
-    assert_eq!(run.requests[0].latency_ms, 99);
+    assert_eq!(run.request_count(), 12);
+    let latency = run.requests.column("latency_ms").expect("latency");
+    assert_eq!(latency.u64().expect("u64").get(0), Some(99));
 }
 
 #[test]
@@ -207,7 +210,7 @@ fn shards_merge_and_keep_their_run_ids() {
     shards(&a, &b);
     let run = load_runs(&[a, b]).expect("merge");
     assert_eq!(run.trials.len(), 6);
-    assert_eq!(run.requests.len(), 12);
+    assert_eq!(run.request_count(), 12);
     assert_eq!(run.run_id_of("s1/off/0"), "shard-1");
     assert_eq!(run.run_id_of("s1/compact/1"), "shard-2");
     assert_eq!(run.matrix_size(), 6);
