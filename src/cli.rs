@@ -30,6 +30,43 @@ pub enum Command {
     /// Run the suite against the reference engine and every deliberately broken variant;
     /// print which graders caught which mutant and the mutation score (exit 1 below 100%).
     Selftest(SelftestArgs),
+    /// Serve the fake provider over HTTP in the OpenAI wire format (loopback by default),
+    /// with HTTP fault injection; prints `CTXBENCH_FAKE_URL=…` once it listens.
+    ServeFake(ServeFakeArgs),
+}
+
+/// `ctxbench serve-fake`.
+#[derive(Debug, Args)]
+pub struct ServeFakeArgs {
+    /// Scenario file or directory whose scripts it serves (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub suite: Option<PathBuf>,
+    /// Address to bind. Anything but loopback exposes the fake to the network.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: String,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value_t = 0, value_name = "PORT")]
+    pub port: u16,
+    /// Scenario played for requests that name no trial (no `/t/<key>/` path and no
+    /// `x-ctxbench-trial` header) — e.g. an agent pointed at the plain base URL.
+    #[arg(long, value_name = "ID")]
+    pub scenario: Option<String>,
+    /// Run seed for --scenario (trial 0's seed is derived from it, as `ctxbench run` does).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Inject an HTTP fault at the N-th request of every trial: N:KIND with KIND one of
+    /// 429[:RETRY_MS], 500, 502, 503, hang[:MS], truncated, malformed (repeatable).
+    #[arg(long = "fault", value_name = "N:KIND")]
+    pub faults: Vec<String>,
+    /// Also fault this fraction of requests at random (seeded, reproducible).
+    #[arg(long, value_name = "RATE")]
+    pub fault_rate: Option<f64>,
+    /// Kinds for --fault-rate, comma-separated (default: 429,503,truncated,malformed).
+    #[arg(long, value_delimiter = ',', value_name = "KINDS")]
+    pub fault_kinds: Vec<String>,
+    /// Seed for --fault-rate.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub fault_seed: u64,
 }
 
 /// `ctxbench selftest`.
@@ -122,6 +159,12 @@ pub struct RunArgs {
     /// Prices for the cost estimate: US dollars per million input and output tokens.
     #[arg(long, value_name = "IN,OUT")]
     pub price: Option<String>,
+    /// Timeout of one HTTP attempt, in seconds.
+    #[arg(long, default_value_t = 180, value_name = "SECS")]
+    pub request_timeout: u64,
+    /// Attempts per HTTP request (the first included) before the trial counts as errored.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub max_attempts: u32,
     /// Trials per scenario × mode.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub trials: u32,

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::{ctxbench, text, without_timing};
 use std::time::{Duration, Instant};
+use support::{ctxbench, text, without_timing};
 
 /// Complete trial rows per trial id.
 fn trial_counts(run: &Path) -> BTreeMap<String, usize> {
@@ -99,10 +99,7 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
             "kill point {kill_after}: the run finished before it was killed"
         );
 
-        let resumed = ctxbench(
-            dir.path(),
-            &["run", "--resume", &out, "--progress", "none"],
-        );
+        let resumed = ctxbench(dir.path(), &["run", "--resume", &out, "--progress", "none"]);
         assert!(resumed.status.success(), "{}", text(&resumed));
         let counts = trial_counts(&run);
         assert_eq!(
@@ -147,7 +144,10 @@ fn torn_final_records_are_cut_and_their_trials_rerun() {
     requests.push_str("{\"schema\":\"ctxbench.request/1\",\"trial_id\":\"tor");
     std::fs::write(run.join("requests.jsonl"), requests).unwrap();
 
-    let resumed = ctxbench(dir.path(), &["run", "--resume", "base", "--progress", "none"]);
+    let resumed = ctxbench(
+        dir.path(),
+        &["run", "--resume", "base", "--progress", "none"],
+    );
     assert!(resumed.status.success(), "{}", text(&resumed));
     assert!(
         String::from_utf8_lossy(&resumed.stdout).contains("ran 3 trials"),

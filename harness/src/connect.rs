@@ -5,8 +5,13 @@
 //! shared: the HTTP clients with their adaptive concurrency limiter, and the cassette.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use ctxbench_adapters::anthropic::{AnthropicConfig, AnthropicProvider};
 use ctxbench_adapters::capabilities::{self, ModelCapabilities};
+use ctxbench_adapters::openai::{OpenAiConfig, OpenAiProvider};
+use ctxbench_adapters::resilience::{AdaptiveLimiter, Resilient, RetryPolicy};
+use ctxbench_adapters::Provider;
 
 use crate::cassette::Cassette;
 use crate::storage::schema::ProviderConfig;
@@ -173,47 +178,173 @@ impl std::str::FromStr for ProviderSpec {
 }
 
 /// What every trial of a run shares to reach its provider.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Services {
     /// A cassette being recorded or replayed.
     pub cassette: Option<Arc<Cassette>>,
+    /// HTTP clients (one connection pool) and the adaptive limiter every trial shares.
+    http: Option<Arc<HttpShared>>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("cassette", &self.cassette)
+            .field("http", &self.http.is_some())
+            .finish()
+    }
+}
+
+/// How hard a run tries to get an answer out of a flaky provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Most requests in flight at once (the adaptive limiter's ceiling; it halves on 429).
+    pub max_in_flight: usize,
+    /// Attempts per request (first included).
+    pub max_attempts: u32,
+    /// Timeout of one attempt.
+    pub attempt_timeout: Duration,
+    /// Seed of the backoff jitter.
+    pub jitter_seed: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_in_flight: 4,
+            max_attempts: 5,
+            attempt_timeout: Duration::from_secs(180),
+            jitter_seed: 0,
+        }
+    }
+}
+
+enum HttpBase {
+    OpenAi(OpenAiProvider),
+    Anthropic(AnthropicProvider),
+}
+
+struct HttpShared {
+    base: HttpBase,
+    policy: RetryPolicy,
+    limiter: Arc<AdaptiveLimiter>,
+}
+
+fn is_loopback(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    rest.starts_with("127.") || rest.starts_with("localhost") || rest.starts_with("[::1]")
 }
 
 impl Services {
-    /// Build what a run's trials share to reach `provider`: checks the key's environment
-    /// variable up front (unless every answer comes from a replayed cassette), so a missing
-    /// key stops the run before its first trial instead of erroring every trial.
+    /// Build what a run's trials share to reach `provider`. The key is read from the
+    /// environment here, once, so a missing key stops the run before its first trial; a
+    /// run replaying a cassette needs no key and opens no connection. A loopback server
+    /// without the key variable set gets no key (llama.cpp, `serve-fake`).
     pub fn connect(
         provider: &ProviderSpec,
         cassette: Option<Arc<Cassette>>,
+        settings: &HttpSettings,
     ) -> Result<Self, String> {
         let replaying = cassette.as_ref().is_some_and(|c| c.replaying());
-        if let (ProviderSpec::Http(h), false) = (provider, replaying) {
-            if let Some(var) = &h.key_env {
-                let local = h.base_url.as_deref().is_some_and(|u| {
-                    u.starts_with("http://127.") || u.starts_with("http://localhost")
-                });
-                if std::env::var_os(var).is_none() && !local {
-                    return Err(format!(
-                        "provider `{}` needs an API key in the environment variable {var}",
-                        provider.name()
-                    ));
-                }
-            }
+        let ProviderSpec::Http(h) = provider else {
+            return Ok(Services {
+                cassette,
+                http: None,
+            });
+        };
+        if replaying {
+            return Ok(Services {
+                cassette,
+                http: None,
+            });
         }
-        Ok(Services { cassette })
+        let local = h.base_url.as_deref().is_some_and(is_loopback);
+        let key_env = h
+            .key_env
+            .clone()
+            .filter(|var| !(local && std::env::var_os(var).is_none()));
+        let timeout = settings.attempt_timeout + Duration::from_secs(5);
+        let base = match h.wire {
+            Wire::OpenAi => {
+                let mut cfg = OpenAiConfig {
+                    api_key_env: key_env,
+                    timeout,
+                    ..OpenAiConfig::default()
+                };
+                if let Some(url) = &h.base_url {
+                    cfg.base_url = url.clone();
+                }
+                HttpBase::OpenAi(OpenAiProvider::new(cfg).map_err(|e| e.to_string())?)
+            }
+            Wire::Anthropic => {
+                let mut cfg = AnthropicConfig {
+                    api_key_env: key_env,
+                    timeout,
+                    ..AnthropicConfig::default()
+                };
+                if let Some(url) = &h.base_url {
+                    cfg.base_url = url.clone();
+                }
+                HttpBase::Anthropic(AnthropicProvider::new(cfg).map_err(|e| e.to_string())?)
+            }
+        };
+        let policy = RetryPolicy {
+            max_attempts: settings.max_attempts.max(1),
+            attempt_timeout: Some(settings.attempt_timeout),
+            jitter_seed: settings.jitter_seed,
+            ..RetryPolicy::default()
+        };
+        Ok(Services {
+            cassette,
+            http: Some(Arc::new(HttpShared {
+                base,
+                policy,
+                limiter: Arc::new(AdaptiveLimiter::new(settings.max_in_flight.max(1))),
+            })),
+        })
     }
 
-    /// The provider one trial talks to over HTTP. `model` is the effective model name;
-    /// `trial_key` identifies the trial to ctxbench's own fake server.
+    /// The provider one trial talks to over HTTP: the shared client tagged with the trial's
+    /// key (so ctxbench's fake server plays that trial's script), behind retries, backoff
+    /// and the shared adaptive limiter.
     pub fn http_provider(
         &self,
         http: &HttpSpec,
         model: &str,
         trial_key: &str,
-    ) -> Result<Box<dyn ctxbench_adapters::Provider>, String> {
-        let _ = (http, model, trial_key);
-        Err("HTTP providers are not connected yet".into())
+    ) -> Result<Box<dyn Provider>, String> {
+        let _ = model; // the engine puts the model into every request
+        let shared = self.http.as_ref().ok_or_else(|| {
+            format!(
+                "no connection to `{}` was set up for this run",
+                http_name(http)
+            )
+        })?;
+        let with_key = |e: ctxbench_adapters::transport::ConfigError| e.to_string();
+        Ok(match &shared.base {
+            HttpBase::OpenAi(p) => Box::new(Resilient::new(
+                p.clone().with_trial_key(trial_key).map_err(with_key)?,
+                shared.policy.clone(),
+                shared.limiter.clone(),
+            )),
+            HttpBase::Anthropic(p) => Box::new(Resilient::new(
+                p.clone()
+                    .with_header(ctxbench_adapters::transport::TRIAL_HEADER, trial_key)
+                    .map_err(with_key)?,
+                shared.policy.clone(),
+                shared.limiter.clone(),
+            )),
+        })
+    }
+}
+
+fn http_name(h: &HttpSpec) -> &'static str {
+    match h.wire {
+        Wire::OpenAi => "openai",
+        Wire::Anthropic => "anthropic",
     }
 }
 

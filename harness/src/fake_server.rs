@@ -26,10 +26,7 @@ impl SuiteScripts {
     /// Serve the scripts of `scenarios`.
     pub fn new(scenarios: impl IntoIterator<Item = Arc<Scenario>>) -> Self {
         SuiteScripts {
-            scenarios: scenarios
-                .into_iter()
-                .map(|s| (s.id.clone(), s))
-                .collect(),
+            scenarios: scenarios.into_iter().map(|s| (s.id.clone(), s)).collect(),
             tokenizer: FakeTokenizer::new(),
         }
     }
@@ -37,7 +34,10 @@ impl SuiteScripts {
     /// The script of `scenario` instantiated with `seed` (a trial seed).
     pub fn script(&self, scenario: &str, seed: u64) -> Option<FakeScript> {
         let s = self.scenarios.get(scenario)?;
-        Some(s.instantiate(seed, &|t: &str| self.tokenizer.count_text(t)).fake)
+        Some(
+            s.instantiate(seed, &|t: &str| self.tokenizer.count_text(t))
+                .fake,
+        )
     }
 }
 

@@ -5,6 +5,7 @@ mod list;
 mod report;
 mod run;
 mod selftest;
+mod serve_fake;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -18,5 +19,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Gate(a) => gate::gate(a),
         Command::List(a) => list::list(a),
         Command::Selftest(a) => selftest::selftest(a),
+        Command::ServeFake(a) => serve_fake::serve_fake(a),
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ctxbench_harness::cassette::Cassette;
-use ctxbench_harness::connect::Services;
+use ctxbench_harness::connect::{HttpSettings, Services};
 use ctxbench_harness::driver::ProviderSpec;
 use ctxbench_harness::progress::{Progress, ProgressMode};
 use ctxbench_harness::runner::{execute, RunPlan};
@@ -27,7 +27,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     let caps = caps(&args)?;
     let (plan, gates) = match &args.resume {
-        Some(dir) => resume_plan(dir, concurrency, caps)?,
+        Some(dir) => resume_plan(&args, dir, concurrency, caps)?,
         None => fresh_plan(&args, concurrency, caps)?,
     };
     let run_dir = plan.run_dir.clone();
@@ -128,6 +128,9 @@ fn caps(args: &RunArgs) -> anyhow::Result<Option<RunCaps>> {
 }
 
 fn services(
+    args: &RunArgs,
+    concurrency: usize,
+    seed: u64,
     provider: &ProviderSpec,
     record: Option<&Path>,
     replay: Option<&Path>,
@@ -146,7 +149,18 @@ fn services(
             "--record/--replay need an HTTP provider (the fake provider is already deterministic)",
         ));
     }
-    Services::connect(provider, cassette).map_err(exit::usage)
+    if args.request_timeout == 0 || args.max_attempts == 0 {
+        return Err(exit::usage(
+            "--request-timeout and --max-attempts must be at least 1",
+        ));
+    }
+    let settings = HttpSettings {
+        max_in_flight: concurrency,
+        max_attempts: args.max_attempts,
+        attempt_timeout: std::time::Duration::from_secs(args.request_timeout),
+        jitter_seed: seed,
+    };
+    Services::connect(provider, cassette, &settings).map_err(exit::usage)
 }
 
 fn fresh_plan(
@@ -210,7 +224,14 @@ fn fresh_plan(
     };
     let gates = ctxbench_reports::GatesFile::parse(&gates_text, &gates_source)
         .map_err(|e| exit::usage(e.to_string()))?;
-    let services = services(&provider, args.record.as_deref(), args.replay.as_deref())?;
+    let services = services(
+        args,
+        concurrency,
+        args.seed,
+        &provider,
+        args.record.as_deref(),
+        args.replay.as_deref(),
+    )?;
     let run_id = new_run_id(args.seed);
     let run_dir = args
         .out
@@ -248,6 +269,7 @@ fn fresh_plan(
 /// Rebuild the plan of an existing run from its manifest, so the resumed matrix is exactly
 /// the original one; the suite must still hash the same.
 fn resume_plan(
+    args: &RunArgs,
     dir: &Path,
     concurrency: usize,
     caps: Option<RunCaps>,
@@ -296,7 +318,14 @@ fn resume_plan(
         Some(c) => (None, Some(PathBuf::from(&c.path))),
         None => (None, None),
     };
-    let services = services(&provider, record.as_deref(), replay.as_deref())?;
+    let services = services(
+        args,
+        concurrency,
+        manifest.seed,
+        &provider,
+        record.as_deref(),
+        replay.as_deref(),
+    )?;
     let plan = RunPlan {
         run_id: manifest.run_id.clone(),
         run_dir: dir.to_path_buf(),

@@ -72,4 +72,3 @@ pub fn csv_split(csv: &str) -> Vec<Vec<String>> {
     }
     rows
 }
-

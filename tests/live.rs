@@ -1,0 +1,298 @@
+//! Live-trial plumbing end to end, on loopback only: `ctxbench serve-fake` plus
+//! `ctxbench run --provider openai --base-url …` gives the in-process results; HTTP faults
+//! are retried away or end a trial as `errored`; cassettes record and replay; a canary API
+//! key appears in no byte ctxbench writes.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use support::{csv_split, ctxbench, text, without_timing};
+
+/// A `ctxbench serve-fake` child, killed on drop.
+struct FakeServer {
+    child: Child,
+    url: String,
+    stderr: std::path::PathBuf,
+}
+
+impl FakeServer {
+    fn start(dir: &Path, extra: &[&str]) -> FakeServer {
+        let stderr = dir.join(format!("serve-fake-{}.log", extra.len()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+            .arg("serve-fake")
+            .args(extra)
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("CTXBENCH_FAKE_URL=")
+            .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
+            .to_string();
+        FakeServer { child, url, stderr }
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const CANARY: &str = "sk-ctxbench-CANARY-7f3a9c1e5b";
+
+/// Scenarios whose trials do not rely on provider-native compaction (which does not travel
+/// over HTTP) — between them every other engine path: overflow retry, partial output,
+/// tools, model summaries, instruction edits, hostile history.
+const SCENARIOS: &[&str] = &[
+    "overflow-retry",
+    "overflow-partial",
+    "tool-pressure",
+    "model-summary",
+    "instruction-change",
+    "hostile-history",
+];
+
+fn run(dir: &Path, out: &str, provider: &[&str], extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--out", out, "--progress", "none", "--seed", "3"];
+    for s in SCENARIOS {
+        args.extend_from_slice(&["--scenario", s]);
+    }
+    args.extend_from_slice(provider);
+    args.extend_from_slice(extra);
+    Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+        .args(&args)
+        .current_dir(dir)
+        .env("OPENAI_API_KEY", CANARY)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+/// A report CSV without timing columns and without the provider's name (fake vs openai).
+fn comparable(run: &Path, name: &str) -> String {
+    let csv = std::fs::read_to_string(run.join("report").join(name)).unwrap();
+    let rows = csv_split(&without_timing(&csv).replace('\u{1f}', ","));
+    let header = rows[0].clone();
+    let drop: Vec<usize> = header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.as_str() == "provider")
+        .map(|(i, _)| i)
+        .collect();
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .filter(|(i, _)| !drop.contains(i))
+                .map(|(_, c)| c.as_str())
+                .collect::<Vec<_>>()
+                .join("\u{1f}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn assert_no_canary(dir: &Path, outputs: &[&std::process::Output]) {
+    for f in files(dir) {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()),
+            "the API key leaked into {}",
+            f.display()
+        );
+    }
+    for o in outputs {
+        assert!(!text(o).contains(CANARY), "the API key leaked into output");
+    }
+}
+
+#[test]
+fn openai_adapter_against_serve_fake_matches_the_in_process_fake() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(dir.path(), &[]);
+    let http = run(
+        dir.path(),
+        "http",
+        &["--provider", "openai", "--base-url", &server.url],
+        &[],
+    );
+    assert!(
+        http.status.code() == Some(0) || http.status.code() == Some(1),
+        "{}",
+        text(&http)
+    );
+    let local = run(dir.path(), "local", &["--provider", "fake"], &[]);
+    assert_eq!(http.status.code(), local.status.code(), "{}", text(&http));
+    for csv in ["trials.csv", "requests.csv"] {
+        assert_eq!(
+            comparable(&dir.path().join("http"), csv),
+            comparable(&dir.path().join("local"), csv),
+            "{csv}: over HTTP differs from in process"
+        );
+    }
+    let manifest = std::fs::read_to_string(dir.path().join("http/manifest.json")).unwrap();
+    assert!(manifest.contains("\"kind\": \"openai\""), "{manifest}");
+    assert!(manifest.contains("OPENAI_API_KEY"), "{manifest}");
+    drop(server);
+    assert_no_canary(dir.path(), &[&http, &local]);
+}
+
+#[test]
+fn http_faults_are_retried_away_or_end_trials_as_errored() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every trial meets each fault kind once; retries make the results identical.
+    let flaky = FakeServer::start(
+        dir.path(),
+        &[
+            "--fault",
+            "2:429:20",
+            "--fault",
+            "3:503",
+            "--fault",
+            "5:truncated",
+            "--fault",
+            "7:malformed",
+            "--fault",
+            "9:hang:30000",
+        ],
+    );
+    let retried = run(
+        dir.path(),
+        "retried",
+        &["--provider", "openai", "--base-url", &flaky.url],
+        &["--request-timeout", "1", "--concurrency", "4"],
+    );
+    let local = run(dir.path(), "local", &["--provider", "fake"], &[]);
+    assert_eq!(
+        retried.status.code(),
+        local.status.code(),
+        "{}",
+        text(&retried)
+    );
+    assert_eq!(
+        comparable(&dir.path().join("retried"), "trials.csv"),
+        comparable(&dir.path().join("local"), "trials.csv")
+    );
+    drop(flaky);
+
+    // A provider that always fails: every trial errored, none passes, none is dropped.
+    let broken = FakeServer::start(dir.path(), &["--fault-rate", "1", "--fault-kinds", "503"]);
+    let errored = run(
+        dir.path(),
+        "errored",
+        &["--provider", "openai", "--base-url", &broken.url],
+        &["--max-attempts", "2"],
+    );
+    assert_eq!(errored.status.code(), Some(1), "{}", text(&errored));
+    let trials = std::fs::read_to_string(dir.path().join("errored/trials.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = trials
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let local_trials = std::fs::read_to_string(dir.path().join("local/trials.jsonl")).unwrap();
+    assert_eq!(rows.len(), local_trials.lines().count());
+    for r in &rows {
+        assert_eq!(r["outcome"]["status"], "errored", "{r}");
+        assert_eq!(r["passed"], false);
+    }
+    assert!(String::from_utf8_lossy(&errored.stdout).contains("errored"));
+    assert_no_canary(dir.path(), &[&retried, &local, &errored]);
+}
+
+#[test]
+fn cassettes_replay_a_recorded_run_and_name_the_first_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(dir.path(), &[]);
+    let recorded = run(
+        dir.path(),
+        "recorded",
+        &["--provider", "openai", "--base-url", &server.url],
+        &["--record", "c.jsonl"],
+    );
+    assert!(recorded.status.code().unwrap() <= 1, "{}", text(&recorded));
+    drop(server);
+
+    // No server any more: every answer comes from the cassette.
+    let replayed = run(
+        dir.path(),
+        "replayed",
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        &["--replay", "c.jsonl"],
+    );
+    assert_eq!(
+        replayed.status.code(),
+        recorded.status.code(),
+        "{}",
+        text(&replayed)
+    );
+    for csv in ["trials.csv", "requests.csv"] {
+        assert_eq!(
+            comparable(&dir.path().join("replayed"), csv),
+            comparable(&dir.path().join("recorded"), csv),
+            "{csv}"
+        );
+    }
+
+    // Another seed sends other requests: each trial misses, errored, with the place named.
+    let mut args = vec![
+        "run",
+        "--out",
+        "missed",
+        "--progress",
+        "none",
+        "--seed",
+        "4",
+        "--scenario",
+        "overflow-retry",
+        "--provider",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--replay",
+        "c.jsonl",
+    ];
+    args.extend_from_slice(&["--modes", "compact"]);
+    let missed = ctxbench(dir.path(), &args);
+    assert_eq!(missed.status.code(), Some(1), "{}", text(&missed));
+    let trials = std::fs::read_to_string(dir.path().join("missed/trials.jsonl")).unwrap();
+    for needle in [
+        "cassette miss",
+        "scenario `overflow-retry`",
+        "mode `compact`",
+        "trial 0",
+        ", step ",
+    ] {
+        assert!(trials.contains(needle), "{needle} not in {trials}");
+    }
+    assert_no_canary(dir.path(), &[&recorded, &replayed, &missed]);
+}
