@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the suite (built in by default) in every mode and write runs/<id>/ with its report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check scenario files; every problem with file:line:column and what was expected.
     Validate(ValidateArgs),
     /// (Re)build the report of one or more run directories (shards merge).

@@ -15,7 +15,6 @@ use support::{csv_split, ctxbench, text, without_timing};
 struct FakeServer {
     child: Child,
     url: String,
-    stderr: std::path::PathBuf,
 }
 
 impl FakeServer {
@@ -38,7 +37,7 @@ impl FakeServer {
             .strip_prefix("CTXBENCH_FAKE_URL=")
             .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
             .to_string();
-        FakeServer { child, url, stderr }
+        FakeServer { child, url }
     }
 }
 

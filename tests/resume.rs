@@ -50,7 +50,7 @@ const PLAN: &[&str] = &[
     "hostile-history",
 ];
 
-fn run_args<'a>(out: &'a str) -> Vec<&'a str> {
+fn run_args(out: &str) -> Vec<&str> {
     let mut a = vec!["run", "--out", out];
     a.extend_from_slice(PLAN);
     a

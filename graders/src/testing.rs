@@ -166,6 +166,7 @@ pub async fn judge_with(
         run_seed: 1,
         provider: ProviderSpec::Fake,
         mutation,
+        services: Default::default(),
     };
     let dir = tempfile::tempdir().unwrap();
     let record = run_trial(&spec, dir.path()).await;
@@ -189,6 +190,7 @@ pub async fn grade_with(
         run_seed: 1,
         provider: ProviderSpec::Fake,
         mutation,
+        services: Default::default(),
     };
     let dir = tempfile::tempdir().unwrap();
     let record = run_trial(&spec, dir.path()).await;

@@ -13,9 +13,10 @@
 //!
 //! Because a trial's rows are appended together with its trial row last, a request row
 //! whose trial has no trial row is an *orphan* of a killed trial: it is dropped and counted
-//! ([`RunData::orphan_requests`]). If a resumed trial re-appended its requests, the same
-//! `(trial, seq, step, round, attempt)` appears twice; the later copy (the one written
-//! together with the trial row) wins and the earlier is counted in
+//! ([`RunData::orphan_requests`]). Every row also carries the run *segment* that wrote it
+//! (0, then n for the n-th `--resume`); rows from another segment than their trial row's
+//! are orphans of a killed attempt and dropped the same way. Within a segment, the same
+//! `(trial, seq, step, round, attempt)` twice keeps the later copy, counted in
 //! [`RunData::duplicate_requests`]. Events are treated the same way, keyed by
 //! `(trial, seq)` ([`RunData::orphan_events`], [`RunData::duplicate_events`]).
 
@@ -289,10 +290,13 @@ fn read_dir(
         return Err(e);
     }
 
-    let trial_index: HashMap<&str, usize> = trials
+    // A row belongs to its trial only when written by the same run segment as the trial
+    // row: rows a killed attempt left behind (an earlier segment) are orphans, even when a
+    // resumed, non-deterministic trial sent fewer requests than the killed one had.
+    let trial_index: HashMap<&str, (usize, u32)> = trials
         .iter()
         .enumerate()
-        .map(|(i, t)| (t.trial_id.as_str(), first_trial + i))
+        .map(|(i, t)| (t.trial_id.as_str(), (first_trial + i, t.segment)))
         .collect();
     let mut orphan_requests = 0;
     let req_path = dir.join("requests.jsonl");
@@ -302,8 +306,8 @@ fn read_dir(
             return Err(LineError::Schema(row.schema.into_owned()));
         }
         match trial_index.get(row.trial_id.as_ref()) {
-            Some(&t) => requests.push(t, &row),
-            None => orphan_requests += 1,
+            Some(&(t, segment)) if segment == row.segment => requests.push(t, &row),
+            _ => orphan_requests += 1,
         }
         Ok(())
     })?;
@@ -324,10 +328,14 @@ fn read_dir(
                 if !REPORT_EVENT_KINDS.contains(&row.kind.as_str()) {
                     return;
                 }
-                let Some(&t) = trial_index.get(row.trial_id.as_str()) else {
+                let Some(&(t, segment)) = trial_index.get(row.trial_id.as_str()) else {
                     orphan_events += 1;
                     return;
                 };
+                if segment != row.segment {
+                    orphan_events += 1;
+                    return;
+                }
                 let key = (t, row.seq);
                 match event_slot.get(&key) {
                     Some(&i) => {
@@ -379,6 +387,8 @@ struct RawRequest<'a> {
     #[serde(borrow)]
     model: Cow<'a, str>,
     trial: u32,
+    #[serde(default)]
+    segment: u32,
     seq: u64,
     step: u64,
     round: u64,

@@ -13,7 +13,7 @@ use crate::cli::{Cli, Command};
 /// Run the parsed command; returns the exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
         Command::Validate(a) => validate::validate(a),
         Command::Report(a) => report::report(a),
         Command::Gate(a) => gate::gate(a),

@@ -87,9 +87,11 @@ fn fault_kind(text: &str) -> Result<HttpFault, String> {
             Ok(status) if (500..=599).contains(&status) && arg.is_none() => {
                 HttpFault::ServerError { status }
             }
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "fault `{text}`: expected 429[:RETRY_MS], 5xx, hang[:MS], truncated or malformed"
-            )),
+            ))
+            }
         },
     })
 }

@@ -152,6 +152,34 @@ fn orphan_and_duplicate_requests_are_dropped_and_counted() {
 }
 
 #[test]
+fn rows_of_a_killed_attempt_are_orphans_of_the_resumed_trial() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut fx = Fx::good("r1");
+    // Trial 0 was killed in segment 0 after sending an extra request the resumed attempt
+    // (segment 1) never sent; only the segment-1 rows belong to it.
+    let id = fx.trials[0].trial_id.clone();
+    let before = fx.requests.iter().filter(|r| r.trial_id == id).count();
+    fx.trial_mut(&id).segment = 1;
+    for r in fx.requests.iter_mut().filter(|r| r.trial_id == id) {
+        r.segment = 1;
+    }
+    let mut stale = fx
+        .requests
+        .iter()
+        .find(|r| r.trial_id == id)
+        .cloned()
+        .expect("row");
+    stale.segment = 0;
+    stale.seq = 999;
+    fx.requests.insert(0, stale);
+    fx.write(tmp.path());
+    let run = load_run(tmp.path()).expect("load");
+    assert_eq!(run.orphan_requests, 1);
+    assert_eq!(run.request_count(), 12);
+    assert!(before > 0);
+}
+
+#[test]
 fn duplicate_trial_inside_one_run_is_an_error() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut fx = Fx::good("r1");
