@@ -73,6 +73,21 @@ where
     }
 }
 
+/// Sees every exchange the fake provider answers: the request as parsed from the wire and
+/// the provider's answer (or error), before the HTTP response is written. Faulted requests
+/// never reach the provider and are not observed. ctxbench records what an external agent
+/// actually sends through this hook.
+pub trait ExchangeObserver: Send + Sync {
+    /// One answered exchange for trial `key`; `latency_ms` is the provider's time.
+    fn exchange(
+        &self,
+        key: &str,
+        request: &crate::ModelRequest,
+        result: &Result<crate::ModelResponse, ProviderError>,
+        latency_ms: u64,
+    );
+}
+
 /// The key used when neither the path nor the header names one.
 pub const DEFAULT_TRIAL_KEY: &str = "default";
 /// Largest request body accepted.
@@ -106,6 +121,7 @@ struct Trial {
 struct Shared {
     resolver: Arc<dyn ScriptResolver>,
     config: FakeServerConfig,
+    observer: Option<Arc<dyn ExchangeObserver>>,
     trials: Mutex<HashMap<String, Arc<Trial>>>,
     faults_injected: AtomicU64,
     shutdown: watch::Receiver<bool>,
@@ -142,6 +158,7 @@ impl Shared {
 pub struct FakeServer {
     resolver: Arc<dyn ScriptResolver>,
     config: FakeServerConfig,
+    observer: Option<Arc<dyn ExchangeObserver>>,
 }
 
 /// A running [`FakeServer`]: its address, per-key counters and shutdown.
@@ -163,7 +180,17 @@ impl std::fmt::Debug for FakeServerHandle {
 impl FakeServer {
     /// A server resolving keys with `resolver`.
     pub fn new(resolver: Arc<dyn ScriptResolver>, config: FakeServerConfig) -> Self {
-        FakeServer { resolver, config }
+        FakeServer {
+            resolver,
+            config,
+            observer: None,
+        }
+    }
+
+    /// Report every answered exchange to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn ExchangeObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Bind `127.0.0.1:0` and serve in a background task.
@@ -182,6 +209,7 @@ impl FakeServer {
         let shared = Arc::new(Shared {
             resolver: self.resolver,
             config: self.config,
+            observer: self.observer,
             trials: Mutex::new(HashMap::new()),
             faults_injected: AtomicU64::new(0),
             shutdown: rx,
@@ -445,7 +473,12 @@ async fn chat(
             ))
         }
     };
-    Ok(match trial.provider.complete(&request).await {
+    let t0 = std::time::Instant::now();
+    let result = trial.provider.complete(&request).await;
+    if let Some(observer) = &shared.observer {
+        observer.exchange(&key, &request, &result, t0.elapsed().as_millis() as u64);
+    }
+    Ok(match result {
         Ok(response) => json_response(
             200,
             &[],
