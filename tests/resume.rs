@@ -219,3 +219,37 @@ fn token_cap_stops_cleanly_and_resume_finishes() {
         trial_counts(&dir.path().join("base")).len()
     );
 }
+
+#[test]
+fn shards_merged_equal_the_unsharded_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = ctxbench(dir.path(), &run_args("whole"));
+    assert!(whole.status.success(), "{}", text(&whole));
+    for (k, out) in [("1/2", "s1"), ("2/2", "s2")] {
+        let mut args = run_args(out);
+        args.extend_from_slice(&["--shard", k]);
+        let o = ctxbench(dir.path(), &args);
+        // A shard alone may fail gates (too few pairs); it must run.
+        assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    }
+    let s1 = trial_counts(&dir.path().join("s1"));
+    let s2 = trial_counts(&dir.path().join("s2"));
+    assert!(!s1.is_empty() && !s2.is_empty());
+    assert!(s1.keys().all(|k| !s2.contains_key(k)), "shards overlap");
+    let merged = ctxbench(dir.path(), &["report", "s1", "s2", "--out", "merged"]);
+    assert_eq!(
+        merged.status.code(),
+        whole.status.code(),
+        "{}",
+        text(&merged)
+    );
+    for csv in ["trials.csv", "requests.csv", "summary.csv"] {
+        assert_eq!(
+            without_timing(&std::fs::read_to_string(dir.path().join("merged").join(csv)).unwrap()),
+            stable_csv(&dir.path().join("whole"), csv),
+            "{csv}: merged shards differ from the unsharded run"
+        );
+    }
+    let bad = ctxbench(dir.path(), &["run", "--shard", "3/2", "--out", "x"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
