@@ -182,6 +182,8 @@ impl std::str::FromStr for ProviderSpec {
 pub struct Services {
     /// A cassette being recorded or replayed.
     pub cassette: Option<Arc<Cassette>>,
+    /// The system under test (default: the in-process reference engine).
+    pub sut: crate::external::SutSpec,
     /// HTTP clients (one connection pool) and the adaptive limiter every trial shares.
     http: Option<Arc<HttpShared>>,
 }
@@ -190,6 +192,7 @@ impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Services")
             .field("cassette", &self.cassette)
+            .field("sut", &self.sut)
             .field("http", &self.http.is_some())
             .finish()
     }
@@ -252,12 +255,14 @@ impl Services {
         let ProviderSpec::Http(h) = provider else {
             return Ok(Services {
                 cassette,
+                sut: Default::default(),
                 http: None,
             });
         };
         if replaying {
             return Ok(Services {
                 cassette,
+                sut: Default::default(),
                 http: None,
             });
         }
@@ -299,6 +304,7 @@ impl Services {
         };
         Ok(Services {
             cassette,
+            sut: Default::default(),
             http: Some(Arc::new(HttpShared {
                 base,
                 policy,

@@ -18,6 +18,7 @@ pub mod cassette;
 pub mod connect;
 pub mod driver;
 pub mod engine;
+pub mod external;
 pub mod fake_server;
 pub mod instructions;
 pub mod mode;

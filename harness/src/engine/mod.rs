@@ -113,6 +113,9 @@ pub enum EngineError {
     /// The requested mode is not available in this build.
     #[error("{0}")]
     Unsupported(String),
+    /// An external agent failed (see [`crate::external::AgentError`]).
+    #[error("{0}")]
+    Agent(String),
 }
 
 /// A system under test.
@@ -126,6 +129,30 @@ pub trait SystemUnderTest: Send {
     async fn compact(&mut self, dry_run: bool, io: TurnIo<'_>) -> compaction::CompactionOutcome;
     /// Persist, drop every in-memory state, and reload from disk.
     fn restart(&mut self, events: &mut dyn EventSink) -> Result<(), EngineError>;
+    /// The driver is about to play script step `step` (external systems label protocol
+    /// messages with it). Default: nothing.
+    fn begin_step(&mut self, step: u64) {
+        let _ = step;
+    }
+    /// [`SystemUnderTest::restart`] for systems that must wait on I/O (an external
+    /// process). Default: the synchronous restart.
+    async fn restart_async(&mut self, events: &mut dyn EventSink) -> Result<(), EngineError> {
+        self.restart(events)
+    }
+    /// The instruction file was edited between runs. Default: nothing (the reference
+    /// engine rereads it at every run start).
+    async fn instructions_edited(&mut self, path: &std::path::Path) -> Result<(), EngineError> {
+        let _ = path;
+        Ok(())
+    }
+    /// The trial is over: shut down (an external agent reports its transcript here).
+    /// Default: nothing.
+    async fn finish(&mut self) {}
+    /// A typed failure of the system itself (reason, detail) that ends the trial as
+    /// errored, e.g. `agent_timeout`. Default: none.
+    fn failure(&self) -> Option<(String, String)> {
+        None
+    }
     /// The canonical transcript as it stands.
     fn transcript(&self) -> Vec<ctxbench_adapters::Message>;
     /// Head of the transcript hash chain (hex).
