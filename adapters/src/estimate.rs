@@ -217,6 +217,38 @@ pub(crate) fn tool_json(tool: &ToolDefinition) -> String {
     serde_json::to_string(tool).unwrap_or_else(|_| format!("{}{}", tool.name, tool.description))
 }
 
+/// Hashes a [`ContentHash`] key by its first eight bytes: it already is a SHA-256 digest,
+/// so rehashing it with SipHash only costs time on every cache probe.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DigestHasher;
+
+impl std::hash::BuildHasher for DigestHasher {
+    type Hasher = DigestHasherState;
+    fn build_hasher(&self) -> DigestHasherState {
+        DigestHasherState(0)
+    }
+}
+
+/// State of [`DigestHasher`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DigestHasherState(u64);
+
+impl std::hash::Hasher for DigestHasherState {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // The digest bytes arrive in one write (after a length prefix, via write_usize);
+        // fold any other input in so the hasher stays correct for any key.
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(b);
+        }
+    }
+    fn write_usize(&mut self, _len: usize) {}
+}
+
 /// Estimates request size with one tokenizer, caching per message and per tool list.
 ///
 /// `Send + Sync`; share one per estimator kind behind an `Arc`. The caches are only an
@@ -224,8 +256,8 @@ pub(crate) fn tool_json(tool: &ToolDefinition) -> String {
 #[derive(Debug)]
 pub struct RequestEstimator {
     kind: EstimatorKind,
-    messages: Mutex<HashMap<ContentHash, u64>>,
-    tools: Mutex<HashMap<ContentHash, u64>>,
+    messages: Mutex<HashMap<ContentHash, u64, DigestHasher>>,
+    tools: Mutex<HashMap<ContentHash, u64, DigestHasher>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -236,8 +268,8 @@ impl RequestEstimator {
     pub fn new(kind: EstimatorKind) -> Self {
         RequestEstimator {
             kind,
-            messages: Mutex::new(HashMap::new()),
-            tools: Mutex::new(HashMap::new()),
+            messages: Mutex::new(HashMap::default()),
+            tools: Mutex::new(HashMap::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -277,6 +309,35 @@ impl RequestEstimator {
         self.misses.fetch_add(1, Ordering::Relaxed);
         insert_bounded(&mut lock(&self.messages), *hash, n);
         n
+    }
+
+    /// Tokens of many messages (each cached by its hash, as [`Self::message_tokens`]),
+    /// taking the cache lock once: a request's history costs one tight pass over its
+    /// messages, not one lock and one hash-map probe each.
+    pub fn sum_message_tokens<'a>(
+        &self,
+        items: impl IntoIterator<Item = (&'a Message, &'a ContentHash)>,
+    ) -> u64 {
+        let mut total = 0;
+        let mut missing: Vec<(&Message, ContentHash)> = Vec::new();
+        {
+            let cache = lock(&self.messages);
+            let mut hits = 0;
+            for (m, h) in items {
+                match cache.get(h) {
+                    Some(&n) => {
+                        total += n;
+                        hits += 1;
+                    }
+                    None => missing.push((m, *h)),
+                }
+            }
+            self.hits.fetch_add(hits, Ordering::Relaxed);
+        }
+        for (m, h) in missing {
+            total += self.message_tokens(m, &h);
+        }
+        total
     }
 
     /// Tokens of one message, always tokenizing (no cache).
@@ -347,7 +408,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn insert_bounded(map: &mut HashMap<ContentHash, u64>, key: ContentHash, value: u64) {
+fn insert_bounded(map: &mut HashMap<ContentHash, u64, DigestHasher>, key: ContentHash, value: u64) {
     if map.len() >= CACHE_CAPACITY {
         map.clear();
     }

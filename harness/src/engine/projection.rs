@@ -70,10 +70,9 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
         budget.memory = estimator.message_tokens(m, &h);
         messages.push(m.clone());
     }
-    for e in input.history {
-        budget.recent_tail += estimator.message_tokens(&e.message, &e.hash);
-        messages.push(e.message.clone());
-    }
+    budget.recent_tail =
+        estimator.sum_message_tokens(input.history.iter().map(|e| (&e.message, &e.hash)));
+    messages.extend(input.history.iter().map(|e| e.message.clone()));
     for (i, e) in input.current.iter().enumerate() {
         let t = estimator.message_tokens(&e.message, &e.hash);
         if i == 0 {

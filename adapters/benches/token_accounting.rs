@@ -1,0 +1,121 @@
+//! Token accounting at scale: what an engine pays to budget every request of a long
+//! session, against tokenizing its transcript once.
+//!
+//! Each turn appends a user message and an assistant answer (content hash computed once,
+//! when the message enters the transcript, as the reference engine does), then estimates
+//! the whole request — the worst case, `off` mode, where every request carries the entire
+//! history. Per-message counts are cached by content hash, so each message is tokenized
+//! once and later requests only sum cached counts.
+//!
+//! Run: `cargo bench -p ctxbench-adapters --bench token_accounting [-- TURNS]`
+//! (default 2000; it also runs 2×TURNS and prints the ratio).
+
+use std::time::Instant;
+
+use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator};
+use ctxbench_adapters::{ContentHash, Message};
+
+fn turn_text(i: usize, words: usize) -> String {
+    // Varied prose so BPE merges behave like real text, deterministic per turn.
+    const VOCAB: &[&str] = &[
+        "refactor",
+        "module",
+        "tests",
+        "green",
+        "database",
+        "PostgreSQL",
+        "latency",
+        "budget",
+        "compaction",
+        "checkpoint",
+        "the",
+        "and",
+        "of",
+        "to",
+        "in",
+        "function",
+        "returns",
+        "error",
+        "handler",
+        "config",
+        "deploy",
+        "region",
+        "retry",
+        "overflow",
+        "window",
+    ];
+    let mut s = format!("Turn {i}: ");
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for _ in 0..words {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(VOCAB[(x % VOCAB.len() as u64) as usize]);
+        s.push(' ');
+    }
+    s
+}
+
+fn transcript(turns: usize) -> Vec<Message> {
+    let mut out = Vec::with_capacity(turns * 2 + 1);
+    out.push(Message::system("You are a coding agent."));
+    for i in 0..turns {
+        out.push(Message::user(turn_text(i, 60)));
+        out.push(Message::assistant(turn_text(i + 1_000_000, 40)));
+    }
+    out
+}
+
+/// Seconds to tokenize every message once (no cache).
+fn tokenize_once(msgs: &[Message]) -> (f64, u64) {
+    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let t0 = Instant::now();
+    let total: u64 = msgs.iter().map(|m| e.message_tokens_uncached(m)).sum();
+    (t0.elapsed().as_secs_f64(), total)
+}
+
+/// Seconds to budget every request of the session: one request per turn, each carrying
+/// the whole history so far.
+fn account_session(msgs: &[Message]) -> (f64, u64) {
+    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let t0 = Instant::now();
+    let mut hashes: Vec<ContentHash> = Vec::with_capacity(msgs.len());
+    let mut last = 0;
+    hashes.push(msgs[0].content_hash());
+    for end in (3..=msgs.len()).step_by(2) {
+        // The turn's two messages enter the transcript: hashed once.
+        hashes.push(msgs[end - 2].content_hash());
+        hashes.push(msgs[end - 1].content_hash());
+        last = RequestEstimator::request_priming()
+            + e.sum_message_tokens(msgs[..end].iter().zip(&hashes));
+    }
+    (t0.elapsed().as_secs_f64(), last)
+}
+
+fn main() {
+    let turns: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2000);
+    let small = transcript(turns);
+    let large = transcript(turns * 2);
+    // Warm the process-wide BPE tables so neither side pays for loading them.
+    let _ = tokenize_once(&small[..10]);
+
+    let (once_s, tokens) = tokenize_once(&small);
+    let (acct_s, last) = account_session(&small);
+    let (acct_l, _) = account_session(&large);
+    println!("token accounting, cl100k_base, {turns} turns ({tokens} transcript tokens)");
+    println!("  tokenize transcript once      {:>9.1} ms", once_s * 1e3);
+    println!(
+        "  budget all {turns} requests    {:>9.1} ms   ({:.2}x tokenizing once; last request {last} tokens)",
+        acct_s * 1e3,
+        acct_s / once_s
+    );
+    println!(
+        "  budget all {} requests    {:>9.1} ms   ({:.2}x the {turns}-turn session)",
+        turns * 2,
+        acct_l * 1e3,
+        acct_l / acct_s
+    );
+}
