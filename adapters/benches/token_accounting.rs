@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator};
+use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator, TokenLedger};
 use ctxbench_adapters::{ContentHash, Message};
 
 fn turn_text(i: usize, words: usize) -> String {
@@ -74,16 +74,35 @@ fn tokenize_once(msgs: &[Message]) -> (f64, u64) {
     (t0.elapsed().as_secs_f64(), total)
 }
 
-/// Seconds to budget every request of the session: one request per turn, each carrying
-/// the whole history so far.
+/// Seconds to budget every request of the session the way the reference engine does: each
+/// turn's messages enter the transcript (hashed once) and the running [`TokenLedger`]; a
+/// request's history is one `range` — whatever its length.
 fn account_session(msgs: &[Message]) -> (f64, u64) {
+    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let t0 = Instant::now();
+    let mut ledger = TokenLedger::default();
+    let mut last = 0;
+    let h = msgs[0].content_hash();
+    ledger.push(&e, &msgs[0], &h);
+    for end in (3..=msgs.len()).step_by(2) {
+        for m in &msgs[end - 2..end] {
+            let h: ContentHash = m.content_hash();
+            ledger.push(&e, m, &h);
+        }
+        last = RequestEstimator::request_priming() + ledger.range(0, end);
+    }
+    (t0.elapsed().as_secs_f64(), last)
+}
+
+/// The same session summing every request's history message by message (cached counts):
+/// what the ledger replaces, for comparison.
+fn account_session_summing(msgs: &[Message]) -> (f64, u64) {
     let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
     let t0 = Instant::now();
     let mut hashes: Vec<ContentHash> = Vec::with_capacity(msgs.len());
     let mut last = 0;
     hashes.push(msgs[0].content_hash());
     for end in (3..=msgs.len()).step_by(2) {
-        // The turn's two messages enter the transcript: hashed once.
         hashes.push(msgs[end - 2].content_hash());
         hashes.push(msgs[end - 1].content_hash());
         last = RequestEstimator::request_priming()
@@ -105,6 +124,9 @@ fn main() {
     let (once_s, tokens) = tokenize_once(&small);
     let (acct_s, last) = account_session(&small);
     let (acct_l, _) = account_session(&large);
+    let (sum_s, sum_last) = account_session_summing(&small);
+    let (sum_l, _) = account_session_summing(&large);
+    assert_eq!(sum_last, last, "the ledger and per-request sums must agree");
     println!("token accounting, cl100k_base, {turns} turns ({tokens} transcript tokens)");
     println!("  tokenize transcript once      {:>9.1} ms", once_s * 1e3);
     println!(
@@ -117,5 +139,11 @@ fn main() {
         turns * 2,
         acct_l * 1e3,
         acct_l / acct_s
+    );
+    println!(
+        "  (per-request sums instead:  {:>7.1} ms = {:.2}x once; doubled {:.2}x)",
+        sum_s * 1e3,
+        sum_s / once_s,
+        sum_l / sum_s
     );
 }

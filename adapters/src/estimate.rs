@@ -217,6 +217,50 @@ pub(crate) fn tool_json(tool: &ToolDefinition) -> String {
     serde_json::to_string(tool).unwrap_or_else(|_| format!("{}{}", tool.name, tool.description))
 }
 
+/// Running sums of estimated tokens over an append-only message list (a transcript):
+/// `range(a, b)` is the tokens of messages `a..b` in O(1), so budgeting every request of a
+/// long session costs one tokenization per message plus one subtraction per request —
+/// linear in the session's length, where summing the history per request is quadratic.
+#[derive(Debug, Clone)]
+pub struct TokenLedger {
+    prefix: Vec<u64>,
+}
+
+impl Default for TokenLedger {
+    fn default() -> Self {
+        TokenLedger { prefix: vec![0] }
+    }
+}
+
+impl TokenLedger {
+    /// Messages accounted so far.
+    pub fn len(&self) -> usize {
+        self.prefix.len() - 1
+    }
+
+    /// Whether no message is accounted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Account the next message (the list's message number `self.len()`).
+    pub fn push(&mut self, estimator: &RequestEstimator, msg: &Message, hash: &ContentHash) {
+        let next = self.prefix[self.prefix.len() - 1] + estimator.message_tokens(msg, hash);
+        self.prefix.push(next);
+    }
+
+    /// Forget messages from `len` on (the list was reloaded or rewritten from there).
+    pub fn truncate(&mut self, len: usize) {
+        self.prefix.truncate(len + 1);
+    }
+
+    /// Tokens of messages `start..end` (both clamped to what is accounted).
+    pub fn range(&self, start: usize, end: usize) -> u64 {
+        let end = end.min(self.len());
+        self.prefix[end] - self.prefix[start.min(end)]
+    }
+}
+
 /// Hashes a [`ContentHash`] key by its first eight bytes: it already is a SHA-256 digest,
 /// so rehashing it with SipHash only costs time on every cache probe.
 #[derive(Debug, Clone, Copy, Default)]
@@ -522,6 +566,32 @@ mod tests {
             e.request_tokens(&req),
             e.message_tokens_uncached(&m) + expected + REQUEST_PRIMING
         );
+    }
+
+    #[test]
+    fn ledger_ranges_equal_sums_and_batch_sums_equal_single_counts() {
+        let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+        let msgs: Vec<Message> = (0..50)
+            .map(|i| Message::user(format!("message {i} about PostgreSQL {}", "x ".repeat(i))))
+            .collect();
+        let hashes: Vec<ContentHash> = msgs.iter().map(Message::content_hash).collect();
+        let mut ledger = TokenLedger::default();
+        for (m, h) in msgs.iter().zip(&hashes) {
+            ledger.push(&e, m, h);
+        }
+        let single = |a: usize, b: usize| -> u64 {
+            (a..b).map(|i| e.message_tokens_uncached(&msgs[i])).sum()
+        };
+        for (a, b) in [(0, 50), (10, 20), (49, 50), (7, 7), (30, 99)] {
+            assert_eq!(ledger.range(a, b), single(a.min(50), b.min(50)), "{a}..{b}");
+        }
+        assert_eq!(
+            e.sum_message_tokens(msgs.iter().zip(&hashes)),
+            single(0, 50)
+        );
+        ledger.truncate(10);
+        assert_eq!(ledger.len(), 10);
+        assert_eq!(ledger.range(0, 50), single(0, 10));
     }
 
     #[test]

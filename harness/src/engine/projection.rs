@@ -26,6 +26,9 @@ pub struct ProjectionInput<'a> {
     pub memory: Option<(&'a Message, ContentHash)>,
     /// Verbatim history before the current turn.
     pub history: &'a [Entry],
+    /// The history's raw estimated tokens when the caller already knows them (the engine's
+    /// running sums over the transcript); `None` sums the messages.
+    pub history_tokens: Option<u64>,
     /// The current turn's messages: its user message first, then continuation.
     pub current: &'a [Entry],
     /// Advertised tools.
@@ -70,8 +73,9 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
         budget.memory = estimator.message_tokens(m, &h);
         messages.push(m.clone());
     }
-    budget.recent_tail =
-        estimator.sum_message_tokens(input.history.iter().map(|e| (&e.message, &e.hash)));
+    budget.recent_tail = input.history_tokens.unwrap_or_else(|| {
+        estimator.sum_message_tokens(input.history.iter().map(|e| (&e.message, &e.hash)))
+    });
     messages.extend(input.history.iter().map(|e| e.message.clone()));
     for (i, e) in input.current.iter().enumerate() {
         let t = estimator.message_tokens(&e.message, &e.hash);

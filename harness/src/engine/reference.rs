@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxbench_adapters::capabilities::{ModelCapabilities, Provenance};
-use ctxbench_adapters::estimate::RequestEstimator;
+use ctxbench_adapters::estimate::{RequestEstimator, TokenLedger};
 use ctxbench_adapters::{Message, Provider, ProviderError, Role, ToolDefinition};
 
 use super::checkpoint::{range_hash, Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
@@ -133,6 +133,10 @@ pub struct ReferenceEngine {
     checkpoint_writes: u64,
     /// provider input ÷ raw estimate, smoothed; 1.0 until the first usage report.
     calibration: f64,
+    /// Running sums of raw estimated tokens over the append-only transcript
+    /// (`[i]` = tokens of entries `..i`), so a request's history costs one subtraction
+    /// and a long session's accounting stays linear.
+    token_ledger: std::sync::Mutex<TokenLedger>,
 }
 
 fn summarizer_for(config: &EngineConfig) -> Box<dyn Summarizer> {
@@ -176,7 +180,29 @@ impl ReferenceEngine {
             summarizer_calls: 0,
             checkpoint_writes: 0,
             calibration: 1.0,
+            token_ledger: std::sync::Mutex::new(TokenLedger::default()),
         })
+    }
+
+    /// Raw estimated tokens of transcript entries `start..end`, from the running sums
+    /// (extended on demand; entries never change once appended).
+    fn range_tokens(&self, start: usize, end: usize) -> u64 {
+        let entries = self.session.entries();
+        let mut ledger = self.token_ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.truncate(entries.len());
+        while ledger.len() < end.min(entries.len()) {
+            let e = &entries[ledger.len()];
+            ledger.push(&self.estimator, &e.message, &e.hash);
+        }
+        ledger.range(start, end)
+    }
+
+    /// Forget the running sums from `index` on (the transcript was reloaded or rewritten).
+    fn forget_token_prefix(&self, index: usize) {
+        self.token_ledger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .truncate(index);
     }
 
     fn window_source(&self) -> &'static str {
@@ -260,6 +286,10 @@ impl ReferenceEngine {
             // No copy of the history when nothing is rewritten.
             (Cow::Borrowed(history), Cow::Borrowed(current), 0)
         };
+        // The history's raw tokens from the running sums when it is the transcript range
+        // itself (not rewritten by tool-output projection, not dropped by a mutant).
+        let history_tokens = (projected == 0 && !prune && mutation != Some(Mutation::DropHistory))
+            .then(|| self.range_tokens(covered, end));
         let empty_recap = mutation == Some(Mutation::EmptyRecap)
             && checkpoint.is_some_and(|c| c.retained_tail_start == c.retained_tail_end);
         // Mutant (`empty-recap`): no verbatim tail was kept, and the memory is left out too.
@@ -273,6 +303,7 @@ impl ReferenceEngine {
                 instructions: snapshot,
                 memory: memory.as_ref().map(|(m, h)| (m, *h)),
                 history: &history,
+                history_tokens,
                 current: &current,
                 tools: &self.config.tools,
                 model: &self.config.model.model,
@@ -574,13 +605,7 @@ impl ReferenceEngine {
             };
         }
         let entries = self.session.entries().to_vec();
-        let est = self.estimator.clone();
-        let tokens = |s: usize, e: usize| -> u64 {
-            entries[s..e]
-                .iter()
-                .map(|x| est.message_tokens(&x.message, &x.hash))
-                .sum()
-        };
+        let tokens = |s: usize, e: usize| -> u64 { self.range_tokens(s, e) };
         let mut candidates = tail_candidates(
             &spans,
             covered,
@@ -785,6 +810,7 @@ impl ReferenceEngine {
                     m.content = format!("[compacted into {id}]");
                     self.session.mutant_rewrite(i, m);
                 }
+                self.forget_token_prefix(covered);
             }
             return CompactionOutcome::Compacted {
                 checkpoint_id: id,
@@ -858,13 +884,7 @@ impl ReferenceEngine {
         let previous = self.session.checkpoint();
         let covered = previous.map(|c| c.covered_end()).unwrap_or(0);
         let spans = closed_turns(self.session.turns(), covered, end);
-        let est = self.estimator.clone();
-        let tokens = |s: usize, e: usize| -> u64 {
-            entries[s..e]
-                .iter()
-                .map(|x| est.message_tokens(&x.message, &x.hash))
-                .sum()
-        };
+        let tokens = |s: usize, e: usize| -> u64 { self.range_tokens(s, e) };
         let (current, _) = self.project_with(snapshot, previous, None, false);
         let tail_start = tail_candidates(
             &spans,
@@ -1249,6 +1269,7 @@ impl SystemUnderTest for ReferenceEngine {
         // Drop everything held in memory, including the estimator cache, and reload.
         let session = Session::open(&self.config.session_dir)?;
         self.session = session;
+        self.forget_token_prefix(0);
         self.estimator = Arc::new(RequestEstimator::new(self.config.model.estimator));
         self.calibration = 1.0;
         events.emit(EngineEvent::SessionRestored {
