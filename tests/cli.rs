@@ -154,6 +154,15 @@ fn run_writes_run_dir_and_report_and_is_deterministic() {
         "the title should appear, escaped"
     );
     assert!(html.contains("Content-Security-Policy"));
+    // Drilled-down trials carry an excerpt of their last request, from messages.jsonl.
+    assert!(
+        html.contains("transcript excerpt: the last 6 of"),
+        "no excerpt"
+    );
+    assert!(
+        html.contains("Read part 24."),
+        "excerpt lacks the newest turns"
+    );
 }
 
 #[test]

@@ -433,6 +433,8 @@ fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         .collect();
     drill.extend(listed.iter().copied().filter(|&i| trials[i].passed));
     drill.truncate(TRIALS_DRILLED);
+    let drilled_ids: Vec<&str> = drill.iter().map(|&i| trials[i].trial_id.as_str()).collect();
+    let excerpts = crate::excerpt::excerpts(data.run, &drilled_ids);
     h.raw("<h2>Trials</h2>\n<p>")?;
     h.text(&format!(
         "{} of {} trials listed{}; requests drilled down for {} of them (not passing first), \
@@ -466,6 +468,9 @@ fn trials_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         if drill.contains(&i) {
             if let Some(rows) = data.trial_rows.get(i) {
                 trial_requests(h, data, rows.clone())?;
+            }
+            if let Some(x) = excerpts.get(&t.trial_id) {
+                transcript_excerpt(h, x)?;
             }
         }
     }
@@ -562,6 +567,31 @@ fn trial_requests(h: &mut Html<'_>, data: &ReportData<'_>, rows: Range<usize>) -
                 .unwrap_or_else(|| "—".into());
             h.td_num(&bounded(&v))?;
         }
+        h.raw("</tr>\n")?;
+    }
+    h.raw("</tbody>\n</table></details></td></tr>\n")
+}
+
+/// The newest messages of a trial's last sent request (redacted in storage, escaped here).
+fn transcript_excerpt(h: &mut Html<'_>, x: &crate::excerpt::Excerpt) -> io::Result<()> {
+    if x.messages.is_empty() {
+        return Ok(());
+    }
+    h.raw("<tr class=\"cx\"><td colspan=\"")?;
+    h.raw(TRIAL_TABLE_COLUMNS)?;
+    h.raw("\"><details><summary>")?;
+    h.text(&format!(
+        "transcript excerpt: the last {} of {} messages of the last request sent",
+        x.messages.len(),
+        x.request_messages
+    ))?;
+    h.raw("</summary>\n<table class=\"sub\">\n")?;
+    h.header_row(&["role", "content (first 400 characters)"])?;
+    h.raw("<tbody>\n")?;
+    for m in &x.messages {
+        h.raw("<tr>")?;
+        h.td(&m.role)?;
+        h.td(&m.text)?;
         h.raw("</tr>\n")?;
     }
     h.raw("</tbody>\n</table></details></td></tr>\n")

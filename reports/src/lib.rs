@@ -44,6 +44,7 @@ pub mod baseline;
 pub mod charts;
 pub mod compaction;
 pub mod error;
+pub mod excerpt;
 pub mod export;
 pub mod frames;
 pub mod gates;
