@@ -72,6 +72,31 @@ pub async fn selftest(
     concurrency: usize,
     judge: Arc<dyn Judge>,
 ) -> SelftestReport {
+    selftest_on(
+        scenarios,
+        modes,
+        mutations,
+        seed,
+        concurrency,
+        judge,
+        crate::external::SutSpec::Reference,
+    )
+    .await
+}
+
+/// [`selftest`] against a chosen system under test (an external agent gets each mutation
+/// through the protocol's test-only `start.test.mutation`).
+pub async fn selftest_on(
+    scenarios: &[Arc<Scenario>],
+    modes: &[Mode],
+    mutations: &[Mutation],
+    seed: u64,
+    concurrency: usize,
+    judge: Arc<dyn Judge>,
+    sut: crate::external::SutSpec,
+) -> SelftestReport {
+    let mut services = crate::connect::Services::default();
+    services.sut = sut;
     let mut specs: Vec<TrialSpec> = Vec::new();
     for variant in std::iter::once(None).chain(mutations.iter().copied().map(Some)) {
         for s in scenarios {
@@ -84,7 +109,7 @@ pub async fn selftest(
                         run_seed: seed,
                         provider: ProviderSpec::Fake,
                         mutation: variant,
-                        services: Default::default(),
+                        services: services.clone(),
                     });
                 }
             }
@@ -97,7 +122,7 @@ pub async fn selftest(
         let judge = judge.clone();
         tasks.spawn(async move {
             let _p = permits.acquire_owned().await.ok();
-            let dir = tempfile::tempdir().ok();
+            let dir = crate::runner::trial_workdir().ok();
             let failing: BTreeSet<String> = match &dir {
                 Some(d) => {
                     let record = run_trial(&spec, d.path()).await;
