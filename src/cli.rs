@@ -33,6 +33,23 @@ pub enum Command {
     /// Serve the fake provider over HTTP in the OpenAI wire format (loopback by default),
     /// with HTTP fault injection; prints `CTXBENCH_FAKE_URL=…` once it listens.
     ServeFake(ServeFakeArgs),
+    /// The reference engine as an external agent speaking the `ctxbench.agent/1` protocol
+    /// on stdio (use with `--sut exec:"ctxbench agent"`; see docs/agent-protocol.md).
+    Agent,
+    /// Check that an external agent speaks the `ctxbench.agent/1` protocol: handshake, a
+    /// turn, restart, instruction edit, compact dry-run, garbage tolerance, shutdown.
+    Conformance(ConformanceArgs),
+}
+
+/// `ctxbench conformance`.
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// The agent: `exec:COMMAND ARGS`.
+    #[arg(long, value_name = "exec:CMD")]
+    pub sut: String,
+    /// Longest silence while a reply is pending, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub agent_timeout: u64,
 }
 
 /// `ctxbench serve-fake`.
@@ -89,6 +106,14 @@ pub struct SelftestArgs {
     /// Concurrent trials (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
+    /// System under test: `reference` (in process) or `exec:COMMAND ARGS`, an external
+    /// agent speaking the `ctxbench.agent/1` protocol (mutants reach it through a test-only
+    /// field only `ctxbench agent` honours).
+    #[arg(long, default_value = "reference", value_name = "SUT")]
+    pub sut: String,
+    /// Longest silence of an external agent while a reply is pending, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub agent_timeout: u64,
 }
 
 /// How progress is shown.
@@ -180,6 +205,15 @@ pub struct RunArgs {
     /// Run directory (default: runs/<run-id>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// System under test: `reference` (the in-process reference engine) or
+    /// `exec:COMMAND ARGS`, an external agent speaking the `ctxbench.agent/1` protocol on
+    /// stdio, served the fake provider on loopback (docs/agent-protocol.md).
+    #[arg(long, default_value = "reference", value_name = "SUT")]
+    pub sut: String,
+    /// Longest silence of an external agent while a reply is pending, in seconds; past
+    /// it the trial errors with `agent_timeout`.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub agent_timeout: u64,
     /// Progress display.
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
     pub progress: ProgressArg,

@@ -26,6 +26,9 @@ impl Grader for Budget {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let mode = ctx.record.mode;
+        if crate::common::black_box(ctx.record) {
+            return black_box(self.name(), ctx);
+        }
         let mut failures = Vec::new();
         let mut sent = 0;
         let mut over = 0;
@@ -93,6 +96,51 @@ impl Grader for Budget {
             failures,
         )
     }
+}
+
+/// Without budget events only the window can be checked: the harness judged each request
+/// as sent (its estimate plus the output allowance) against the model's window. In
+/// `compact` no request may exceed it; in `warn` and `off` over-window requests are
+/// reported (whether a warning preceded them is not observable).
+fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
+    let mode = ctx.record.mode;
+    let mut failures = Vec::new();
+    let (mut sent, mut over) = (0, 0);
+    for r in crate::common::turn_requests(ctx.record) {
+        sent += 1;
+        if !r.row.over_budget {
+            continue;
+        }
+        over += 1;
+        if mode == Mode::Compact {
+            failures.push(Evidence {
+                request: Some(r.row.seq),
+                step: Some(r.row.step),
+                expected: Some("a request that fits the model's window".into()),
+                seen: Some(format!(
+                    "{} estimated input tokens plus the output allowance exceed the window",
+                    r.row.observed_estimate
+                )),
+                note: format!(
+                    "request {} (step {}): over the window in compact mode",
+                    r.row.seq, r.row.step
+                ),
+                ..Default::default()
+            });
+        }
+    }
+    verdict(
+        name,
+        format!(
+            "black box (no budget events): {sent} request(s), {over} over the window ({})",
+            if mode == Mode::Compact {
+                "none allowed"
+            } else {
+                "reported; warnings are not observable"
+            }
+        ),
+        failures,
+    )
 }
 
 #[cfg(test)]

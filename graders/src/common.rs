@@ -91,3 +91,56 @@ pub(crate) fn redacted_excerpt(scenario: &Scenario, text: &str, max: usize) -> S
     let r = Redactor::new(&scenario.secrets);
     crate::excerpt(&r.redact(text), max)
 }
+
+/// Why a grader that needs the system's own events is not applicable to a trial without.
+pub(crate) const NO_EVENTS: &str =
+    "not-applicable: the system under test reported no context events";
+
+/// Whether the trial comes from a black-box system under test: turns were played (or
+/// requests sent) but the system reported no context event (an external agent whose
+/// adapter maps none). The reference engine announces every run, so an in-process trial
+/// never qualifies.
+pub(crate) fn black_box(rec: &TrialRecord) -> bool {
+    rec.events.is_empty() && (!rec.turns.is_empty() || rec.requests.iter().any(|r| r.row.sent))
+}
+
+/// The instruction file's text as ctxbench had written it when script step `step` ran:
+/// the scenario's instructions, or the last `edit_instructions` before `step`.
+pub(crate) fn instructions_at<'a>(
+    scenario: &'a Scenario,
+    rec: &'a TrialRecord,
+    step: u64,
+) -> &'a str {
+    let mut text = scenario.instructions.as_str();
+    for (i, s) in rec.steps.iter().enumerate() {
+        if i as u64 >= step {
+            break;
+        }
+        if let ctxbench_harness::scenario::Step::EditInstructions { text: t } = s {
+            text = t.as_str();
+        }
+    }
+    text
+}
+
+/// The conversation as observed in the requests: every user, assistant and tool message in
+/// order of first appearance (what a black-box agent's transcript shows of itself).
+pub(crate) fn observed_transcript(rec: &TrialRecord) -> Vec<Message> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for r in rec
+        .requests
+        .iter()
+        .filter(|r| r.row.sent && r.row.purpose == "turn")
+    {
+        for h in &r.row.message_hashes {
+            let Some(m) = rec.messages.get(h) else {
+                continue;
+            };
+            if m.role != Role::System && seen.insert(h.as_str()) {
+                out.push(m.clone());
+            }
+        }
+    }
+    out
+}

@@ -26,6 +26,9 @@ impl Grader for InstructionHashFrozen {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
+        if crate::common::black_box(rec) {
+            return black_box(self.name(), ctx);
+        }
         let mut failures = Vec::new();
         // The hash each run announced.
         let announced: BTreeMap<u64, &str> = rec
@@ -123,6 +126,54 @@ impl Grader for InstructionHashFrozen {
             failures,
         )
     }
+}
+
+/// Without run events: the instruction text each request carries first must be the file
+/// as ctxbench wrote it for that run — the same for every attempt of the run, and the
+/// edited text from the run after an edit on.
+fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
+    let rec = ctx.record;
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for r in crate::common::turn_requests(rec) {
+        let text = crate::common::instructions_at(ctx.scenario, rec, r.row.step);
+        if text.is_empty() {
+            continue;
+        }
+        checked += 1;
+        let expected = text_hash(text);
+        let first = r
+            .row
+            .message_hashes
+            .first()
+            .and_then(|h| rec.messages.get(h))
+            .filter(|m| m.role == ctxbench_adapters::Role::System)
+            .map(|m| text_hash(&m.content));
+        if first.as_deref() != Some(expected.as_str()) {
+            failures.push(Evidence {
+                request: Some(r.row.seq),
+                step: Some(r.row.step),
+                expected: Some(format!(
+                    "sha256:{} (the instruction file of this run)",
+                    short(&expected)
+                )),
+                seen: Some(match &first {
+                    Some(h) => format!("sha256:{}", short(h)),
+                    None => "no system message first".into(),
+                }),
+                note: format!(
+                    "request {} (step {}): the instructions sent are not this run's file",
+                    r.row.seq, r.row.step
+                ),
+                ..Default::default()
+            });
+        }
+    }
+    verdict(
+        name,
+        format!("black box (no run events): {checked} request(s) carry this run's instructions"),
+        failures,
+    )
 }
 
 #[cfg(test)]

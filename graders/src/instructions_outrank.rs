@@ -31,12 +31,25 @@ impl Grader for InstructionsOutrankHistory {
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
         let empty = text_hash("");
+        let black_box = crate::common::black_box(rec);
         let mut failures = Vec::new();
         let mut checked = 0;
         for r in turn_requests(rec) {
             checked += 1;
             let msgs = messages(rec, r);
-            let expected = r.row.instruction_hash.as_str();
+            // A black-box agent declares no snapshot: the expected text is the instruction
+            // file as ctxbench wrote it for this run.
+            let observed;
+            let expected = if black_box {
+                observed = text_hash(crate::common::instructions_at(
+                    ctx.scenario,
+                    rec,
+                    r.row.step,
+                ));
+                observed.as_str()
+            } else {
+                r.row.instruction_hash.as_str()
+            };
             let has_instructions = !expected.is_empty() && expected != empty;
             let fail = |failures: &mut Vec<Evidence>, i: usize, exp: String, what: String| {
                 let (h, m) = msgs[i];

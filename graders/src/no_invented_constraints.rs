@@ -229,6 +229,16 @@ impl Grader for NoInventedConstraints {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
+        // A black-box agent reports no transcript: trace against the conversation as its
+        // requests show it.
+        let observed;
+        let transcript: &[ctxbench_adapters::Message] =
+            if crate::common::black_box(rec) && rec.transcript.is_empty() {
+                observed = crate::common::observed_transcript(rec);
+                &observed
+            } else {
+                &rec.transcript
+            };
         let redactor = Redactor::new(&ctx.scenario.secrets);
         // Transcript length before each run (by step): what a checkpoint used then can cover.
         let mut before_run: HashMap<u64, usize> = HashMap::new();
@@ -257,8 +267,8 @@ impl Grader for NoInventedConstraints {
                 let n = before_run
                     .get(&r.row.step)
                     .copied()
-                    .unwrap_or(rec.transcript.len())
-                    .min(rec.transcript.len());
+                    .unwrap_or(transcript.len())
+                    .min(transcript.len());
                 let sentences: Vec<String> = blocks
                     .iter()
                     .flat_map(|b| constraint_sentences(b))
@@ -268,7 +278,7 @@ impl Grader for NoInventedConstraints {
                 }
                 memories += 1;
                 let corpus = corpus.get_or_insert_with(|| {
-                    Corpus::new(&rec.transcript, &redactor, !ctx.scenario.secrets.is_empty())
+                    Corpus::new(transcript, &redactor, !ctx.scenario.secrets.is_empty())
                 });
                 for s in sentences {
                     checked += 1;

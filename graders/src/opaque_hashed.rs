@@ -35,6 +35,9 @@ impl Grader for OpaqueItemsHashed {
     }
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
+        if crate::common::black_box(ctx.record) {
+            return crate::skip(self.name(), crate::common::NO_EVENTS);
+        }
         let rec = ctx.record;
         let mut items: Vec<String> = Vec::new();
         for m in rec.messages.values() {

@@ -119,8 +119,19 @@ impl Grader for OverflowNoDuplicate {
         let mut overflows = 0;
         let mut retries: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut partial_at: HashMap<u64, u64> = HashMap::new();
+        // A black-box agent declares no retry reason: a turn request sent right after an
+        // overflowed one of the same run is its retry.
+        let black_box = crate::common::black_box(rec);
+        let mut overflowed_in: Option<u64> = None;
         for r in rec.requests.iter().filter(|r| r.row.purpose == "turn") {
             let step = r.row.step;
+            if black_box && r.row.sent {
+                if overflowed_in == Some(step) {
+                    retries.entry(step).or_default().push(r.row.seq);
+                }
+                overflowed_in =
+                    matches!(r.error, Some(ProviderError::ContextOverflow { .. })).then_some(step);
+            }
             if let Some(&at) = partial_at.get(&step) {
                 if r.row.sent {
                     failures.push(Evidence {

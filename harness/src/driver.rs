@@ -62,6 +62,11 @@ impl TrialSpec {
 #[derive(Debug)]
 enum LogItem {
     Event(EngineEvent),
+    /// An external agent's event, placed after its `after`-th exchange.
+    Placed {
+        after: u64,
+        event: EngineEvent,
+    },
     Exchange {
         request: ModelRequest,
         result: Result<ModelResponse, ProviderError>,
@@ -73,6 +78,94 @@ enum LogItem {
 struct Log {
     step: u64,
     items: Vec<(u64, LogItem)>,
+    exchanges: u64,
+}
+
+/// Records what an external agent sends to the trial's loopback fake provider.
+struct Observer(SharedLog);
+
+impl ctxbench_adapters::serve::ExchangeObserver for Observer {
+    fn exchange(
+        &self,
+        _key: &str,
+        request: &ModelRequest,
+        result: &Result<ModelResponse, ProviderError>,
+        latency_ms: u64,
+    ) {
+        let mut l = lock(&self.0);
+        let step = l.step;
+        l.exchanges += 1;
+        l.items.push((
+            step,
+            LogItem::Exchange {
+                request: request.clone(),
+                result: result.clone(),
+                latency_ms,
+            },
+        ));
+    }
+}
+
+/// Put every placed event right after the exchange it follows (arrival order among
+/// events of the same place); exchanges keep their order.
+fn place_events(items: Vec<(u64, LogItem)>) -> Vec<(u64, LogItem)> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut placed: Vec<(u64, u64, EngineEvent)> = Vec::new();
+    let mut exchanges = Vec::new();
+    for (step, item) in items {
+        match item {
+            LogItem::Placed { after, event } => placed.push((after, step, event)),
+            other => exchanges.push((step, other)),
+        }
+    }
+    placed.sort_by_key(|(after, _, _)| *after);
+    let mut placed = placed.into_iter().peekable();
+    let mut n = 0u64;
+    for (step, item) in exchanges {
+        if matches!(item, LogItem::Exchange { .. }) {
+            while let Some((_, s, e)) = placed.next_if(|(after, _, _)| *after <= n) {
+                out.push((s, LogItem::Event(e)));
+            }
+            n += 1;
+        }
+        out.push((step, item));
+    }
+    out.extend(placed.map(|(_, s, e)| (s, LogItem::Event(e))));
+    out
+}
+
+/// The tool calls an external agent's model made, judged against the script the way the
+/// in-process executor would have (scripted when the name matches the next scripted call).
+fn observed_executions(items: &[(u64, LogItem)], steps: &[Step]) -> Vec<ToolExecution> {
+    let mut out = Vec::new();
+    let mut cursor: BTreeMap<u64, usize> = BTreeMap::new();
+    for (step, item) in items {
+        let LogItem::Exchange {
+            result: Ok(response),
+            ..
+        } = item
+        else {
+            continue;
+        };
+        let scripted: Vec<&ScriptedCall> = match steps.get(*step as usize) {
+            Some(Step::Turn(t)) => t.tool_rounds.iter().flatten().collect(),
+            _ => Vec::new(),
+        };
+        for call in &response.message.tool_calls {
+            let next = cursor.entry(*step).or_insert(0);
+            let ok = scripted.get(*next).is_some_and(|c| c.name == call.name);
+            if ok {
+                *next += 1;
+            }
+            out.push(ToolExecution {
+                step: *step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                scripted: ok,
+            });
+        }
+    }
+    out
 }
 
 type SharedLog = Arc<Mutex<Log>>;
@@ -135,6 +228,7 @@ impl Provider for Recording {
         };
         let latency_ms = t0.elapsed().as_millis() as u64;
         let mut l = lock(&self.log);
+        l.exchanges += 1;
         l.items.push((
             step,
             LogItem::Exchange {
@@ -243,16 +337,82 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         faults: engine_faults(&scenario.faults),
         mutation: spec.mutation,
     };
-    let engine = infra_error
+    let external = spec.services.sut.external().cloned();
+    let mut server: Option<ctxbench_adapters::serve::FakeServerHandle> = None;
+    let mut failure_reason: Option<String> = None;
+    let prepared = infra_error
         .as_ref()
         .map_or(Ok(()), |(_, e)| Err(e.clone()))
         .and_then(|_| {
             std::fs::write(&instructions_path, &scenario.instructions)
                 .map_err(|e| format!("writing {}: {e}", instructions_path.display()))
-        })
-        .and_then(|_| ReferenceEngine::create(config).map_err(|e| e.to_string()));
+        });
+    let engine: Result<Box<dyn SystemUnderTest>, String> = match (prepared, &external) {
+        (Err(e), _) => Err(e),
+        (Ok(()), None) => ReferenceEngine::create(config)
+            .map(|e| Box::new(e) as Box<dyn SystemUnderTest>)
+            .map_err(|e| e.to_string()),
+        (Ok(()), Some(ext)) => {
+            let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
+            let script = instance.fake.clone();
+            let resolver = move |_: &str| Some(script.clone());
+            let fake =
+                ctxbench_adapters::serve::FakeServer::new(Arc::new(resolver), Default::default())
+                    .with_observer(Arc::new(Observer(log.clone())));
+            match fake.spawn().await {
+                Err(e) => Err(format!("starting the loopback model: {e}")),
+                Ok((_, handle)) => {
+                    let base_url = handle.trial_base_url(&key);
+                    server = Some(handle);
+                    let placer_log = log.clone();
+                    let place: crate::external::EventPlacer =
+                        Arc::new(move |requests_sent: Option<u64>, event: EngineEvent| {
+                            let mut l = lock(&placer_log);
+                            let step = l.step;
+                            let after = requests_sent.unwrap_or(l.exchanges);
+                            l.items.push((step, LogItem::Placed { after, event }));
+                        });
+                    let start = crate::external::protocol::Start {
+                        id: 0,
+                        protocol: String::new(),
+                        trial: spec.trial_id(),
+                        scenario: scenario.id.clone(),
+                        mode: spec.mode.to_string(),
+                        model: crate::external::protocol::ModelEndpoint {
+                            base_url,
+                            name: model.model.clone(),
+                            context_window: model.context_window,
+                            max_output_tokens: model.max_output_tokens,
+                            capabilities: model.clone(),
+                        },
+                        workspace: workdir.to_path_buf(),
+                        instructions_path: config.instructions_path.clone(),
+                        session_dir: config.session_dir.clone(),
+                        context: config.context,
+                        tools: config.tools.clone(),
+                        redact: config.redact.clone(),
+                        test: crate::external::protocol::TestHooks {
+                            mutation: spec.mutation.map(|m| m.as_str().to_string()),
+                            summarizer_failures: config.faults.summarizer_failures.clone(),
+                            checkpoint_write_crashes: config
+                                .faults
+                                .checkpoint_write_crashes
+                                .clone(),
+                        },
+                    };
+                    match crate::external::ExternalSut::start(ext, start, place).await {
+                        Ok(sut) => Ok(Box::new(sut) as Box<dyn SystemUnderTest>),
+                        Err(e) => {
+                            failure_reason = Some(e.kind().to_string());
+                            Err(e.to_string())
+                        }
+                    }
+                }
+            }
+        }
+    };
     let mut engine: Box<dyn SystemUnderTest> = match engine {
-        Ok(e) => Box::new(e),
+        Ok(e) => e,
         Err(e) => {
             infra_error = Some((0, e));
             Box::new(NullEngine)
@@ -263,8 +423,17 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         for (index, step) in instance.steps.iter().enumerate() {
             let index = index as u64;
             lock(&log).step = index;
+            engine.begin_step(index);
             match step {
                 Step::Turn(turn) => {
+                    if external.is_some() {
+                        let calls: Vec<ScriptedCall> =
+                            turn.tool_rounds.iter().flatten().cloned().collect();
+                        if let Err(e) = crate::external::materialise_tools(workdir, index, &calls) {
+                            infra_error = Some((index, format!("writing tool results: {e}")));
+                            break;
+                        }
+                    }
                     let mut tools = ScriptedTools {
                         step: index,
                         calls: turn.tool_rounds.iter().flatten().cloned().collect(),
@@ -296,7 +465,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                     }
                 }
                 Step::Restart => {
-                    if let Err(e) = engine.restart(&mut sink) {
+                    if let Err(e) = engine.restart_async(&mut sink).await {
                         infra_error = Some((index, format!("restart failed: {e}")));
                         break;
                     }
@@ -340,15 +509,36 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         ));
                         break;
                     }
+                    if let Err(e) = engine.instructions_edited(&instructions_path).await {
+                        infra_error = Some((index, format!("instruction edit: {e}")));
+                        break;
+                    }
                 }
             }
         }
     }
 
+    engine.finish().await;
+    if let Some((reason, detail)) = engine.failure() {
+        failure_reason = Some(reason);
+        if let Some((_, d)) = &mut infra_error {
+            *d = detail;
+        }
+    }
     let transcript = engine.transcript();
     let transcript_hash = engine.transcript_hash();
     drop(engine);
-    let items = std::mem::take(&mut lock(&log).items);
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    let mut items = std::mem::take(&mut lock(&log).items);
+    let black_box = if external.is_some() {
+        items = place_events(items);
+        executions = observed_executions(&items, &instance.steps);
+        !items.iter().any(|(_, i)| matches!(i, LogItem::Event(_)))
+    } else {
+        false
+    };
     assemble(
         spec,
         &model,
@@ -360,7 +550,14 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         compactions,
         transcript,
         transcript_hash,
-        infra_error,
+        infra_error.map(|(step, detail)| {
+            (
+                step,
+                failure_reason.unwrap_or_else(|| "infrastructure".into()),
+                detail,
+            )
+        }),
+        black_box,
         started_at,
         t0.elapsed().as_millis() as u64,
     )
@@ -445,7 +642,8 @@ fn assemble(
     compactions: Vec<CompactionRecord>,
     transcript: Vec<Message>,
     transcript_hash: String,
-    infra_error: Option<(u64, String)>,
+    infra_error: Option<(u64, String, String)>,
+    black_box: bool,
     started_at: String,
     elapsed_ms: u64,
 ) -> TrialRecord {
@@ -542,6 +740,7 @@ fn assemble(
                     event,
                 });
             }
+            LogItem::Placed { .. } => {}
             LogItem::Exchange {
                 request,
                 result,
@@ -576,6 +775,12 @@ fn assemble(
                 if is_summary {
                     row.over_budget = row.observed_estimate + u64::from(request.max_output_tokens)
                         > model.context_window;
+                } else if black_box {
+                    // No budget declared by an agent that reports no events: judge the
+                    // request as sent against the window.
+                    row.over_budget = row.observed_estimate + u64::from(request.max_output_tokens)
+                        > model.context_window;
+                    row.warned = warned;
                 } else {
                     row.over_budget = last_budget.is_none()
                         || declared_total.max(row.observed_estimate) > available;
@@ -695,10 +900,10 @@ fn assemble(
             probe,
         });
     }
-    if let Some((step, detail)) = infra_error {
+    if let Some((step, reason, detail)) = infra_error {
         outcome = TrialOutcome {
             status: OutcomeStatus::Errored,
-            reason: "infrastructure".into(),
+            reason,
             step: Some(step),
             detail,
         };
@@ -724,5 +929,77 @@ fn assemble(
         stats,
         started_at,
         elapsed_ms,
+    }
+}
+
+#[cfg(test)]
+mod external_tests {
+    use super::*;
+
+    fn exchange(n: u32) -> LogItem {
+        LogItem::Exchange {
+            request: ModelRequest {
+                model: format!("m{n}"),
+                messages: Vec::new(),
+                tools: Vec::new(),
+                max_output_tokens: 1,
+            },
+            result: Err(ProviderError::Unavailable {
+                message: String::new(),
+            }),
+            latency_ms: 0,
+        }
+    }
+
+    fn warning(round: u64) -> EngineEvent {
+        EngineEvent::Warning {
+            round,
+            attempt: 1,
+            total: 0,
+            available_input: 0,
+            over_by: 0,
+        }
+    }
+
+    fn shape(items: &[(u64, LogItem)]) -> Vec<String> {
+        items
+            .iter()
+            .map(|(_, i)| match i {
+                LogItem::Exchange { request, .. } => request.model.clone(),
+                LogItem::Event(EngineEvent::Warning { round, .. }) => format!("e{round}"),
+                _ => "?".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn placed_events_land_between_the_exchanges_they_name() {
+        // The HTTP exchange of request 1 was logged before the event that precedes it.
+        let items = vec![
+            (0, exchange(1)),
+            (
+                0,
+                LogItem::Placed {
+                    after: 0,
+                    event: warning(0),
+                },
+            ),
+            (
+                0,
+                LogItem::Placed {
+                    after: 1,
+                    event: warning(1),
+                },
+            ),
+            (0, exchange(2)),
+            (
+                1,
+                LogItem::Placed {
+                    after: 2,
+                    event: warning(2),
+                },
+            ),
+        ];
+        assert_eq!(shape(&place_events(items)), ["e0", "m1", "e1", "m2", "e2"]);
     }
 }

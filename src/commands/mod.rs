@@ -1,5 +1,7 @@
 //! One module per command; each resolves its flags into a plan, then runs it.
 
+mod agent;
+mod conformance;
 mod gate;
 mod list;
 mod report;
@@ -20,5 +22,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::List(a) => list::list(a),
         Command::Selftest(a) => selftest::selftest(a),
         Command::ServeFake(a) => serve_fake::serve_fake(a),
+        Command::Agent => agent::agent(),
+        Command::Conformance(a) => conformance::conformance(a),
     }
 }

@@ -160,7 +160,26 @@ fn services(
         attempt_timeout: std::time::Duration::from_secs(args.request_timeout),
         jitter_seed: seed,
     };
-    Services::connect(provider, cassette, &settings).map_err(exit::usage)
+    let mut services = Services::connect(provider, cassette, &settings).map_err(exit::usage)?;
+    services.sut = sut(&args.sut, args.agent_timeout)?;
+    if services.sut.external().is_some() && *provider != ProviderSpec::Fake {
+        return Err(exit::usage(
+            "--sut exec:… is served the fake provider on loopback; use --provider fake",
+        ));
+    }
+    Ok(services)
+}
+
+/// Resolve `--sut` and `--agent-timeout`.
+pub(crate) fn sut(
+    sut: &str,
+    timeout_secs: u64,
+) -> anyhow::Result<ctxbench_harness::external::SutSpec> {
+    if timeout_secs == 0 {
+        return Err(exit::usage("--agent-timeout must be at least 1"));
+    }
+    ctxbench_harness::external::SutSpec::parse(sut, std::time::Duration::from_secs(timeout_secs))
+        .map_err(exit::usage)
 }
 
 fn fresh_plan(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ctxbench_harness::engine::mutants::Mutation;
-use ctxbench_harness::selftest::selftest as run_selftest;
+use ctxbench_harness::selftest::selftest_on as run_selftest;
 use ctxbench_harness::Mode;
 
 use crate::cli::SelftestArgs;
@@ -31,6 +31,7 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
             .map(|n| n.get())
             .unwrap_or(2)
     });
+    let sut = crate::commands::run::sut(&args.sut, args.agent_timeout)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(concurrency.clamp(1, 64))
         .enable_all()
@@ -43,6 +44,7 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         args.seed,
         concurrency,
         Arc::new(ctxbench_graders::Graders),
+        sut,
     ));
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -95,6 +95,30 @@ pub fn tools_index_path(workspace: &Path, step: u64) -> PathBuf {
         .join("index.json")
 }
 
+/// Write a turn's scripted tool results where an external agent's tools read them:
+/// `<n>.txt` per call next to the turn's `index.json` ([`tools_index_path`]).
+pub fn materialise_tools(
+    workdir: &Path,
+    step: u64,
+    calls: &[crate::scenario::ScriptedCall],
+) -> std::io::Result<()> {
+    let index = tools_index_path(workdir, step);
+    let dir = index.parent().unwrap_or(workdir);
+    std::fs::create_dir_all(dir)?;
+    let mut entries = Vec::new();
+    for (k, c) in calls.iter().enumerate() {
+        let path = dir.join(format!("{k}.txt"));
+        std::fs::write(&path, &c.result)?;
+        entries.push(protocol::ToolFile {
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            path,
+        });
+    }
+    let json = serde_json::to_string_pretty(&entries).map_err(std::io::Error::other)?;
+    std::fs::write(index, json)
+}
+
 /// Receives the agent's events with their position: the number of model requests the agent
 /// had sent when it emitted them (`None`: arrival order).
 pub type EventPlacer = Arc<dyn Fn(Option<u64>, EngineEvent) + Send + Sync>;

@@ -30,7 +30,9 @@ pub enum AgentError {
         message: String,
     },
     /// No line within the timeout.
-    #[error("agent sent nothing for {secs:.1}s while ctxbench waited for the reply to `{waiting_for}`")]
+    #[error(
+        "agent sent nothing for {secs:.1}s while ctxbench waited for the reply to `{waiting_for}`"
+    )]
     Timeout {
         /// The request waiting for its reply.
         waiting_for: String,
@@ -111,6 +113,7 @@ pub struct AgentProcess {
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Line>,
     stderr: Arc<Mutex<String>>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
     timeout: Duration,
     next_id: u64,
 }
@@ -234,7 +237,7 @@ impl AgentProcess {
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let tail = stderr.clone();
-        tokio::spawn(async move {
+        let stderr_task = tokio::spawn(async move {
             let mut chunk = [0u8; 4096];
             while let Ok(n) = stderr_pipe.read(&mut chunk).await {
                 if n == 0 {
@@ -257,6 +260,7 @@ impl AgentProcess {
             stdin: Some(stdin),
             lines: rx,
             stderr,
+            stderr_task: Some(stderr_task),
             timeout,
             next_id: 1,
         })
@@ -298,7 +302,7 @@ impl AgentProcess {
     pub async fn request(
         &mut self,
         msg: &ToAgent,
-        event: &mut dyn FnMut(FromAgent),
+        event: &mut (dyn FnMut(FromAgent) + Send),
     ) -> Result<FromAgent, AgentError> {
         let kind = msg.kind();
         self.send_raw(&encode(msg), kind).await?;
@@ -310,7 +314,7 @@ impl AgentProcess {
         &mut self,
         id: u64,
         waiting_for: &str,
-        event: &mut dyn FnMut(FromAgent),
+        event: &mut (dyn FnMut(FromAgent) + Send),
     ) -> Result<FromAgent, AgentError> {
         loop {
             let line = match tokio::time::timeout(self.timeout, self.lines.recv()).await {
@@ -332,10 +336,27 @@ impl AgentProcess {
             if line.trim().is_empty() {
                 continue;
             }
-            let msg: FromAgent = serde_json::from_str(&line).map_err(|e| AgentError::Malformed {
-                line: line.chars().take(200).collect(),
-                reason: e.to_string(),
-            })?;
+            let msg: FromAgent = match serde_json::from_str(&line) {
+                Ok(m) => m,
+                Err(e) => {
+                    // An event ctxbench does not know (another kind, other fields) is
+                    // ignored: events are optional. Anything else is malformed.
+                    let is_event = serde_json::from_str::<serde_json::Value>(&line)
+                        .is_ok_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("event"));
+                    if is_event {
+                        event(FromAgent::Error {
+                            id: None,
+                            message: format!("unrecognised event ignored: {e}"),
+                            fatal: false,
+                        });
+                        continue;
+                    }
+                    return Err(AgentError::Malformed {
+                        line: line.chars().take(200).collect(),
+                        reason: e.to_string(),
+                    });
+                }
+            };
             match msg {
                 FromAgent::Event { .. } => event(msg),
                 FromAgent::Error {
@@ -371,8 +392,11 @@ impl AgentProcess {
             Ok(Err(e)) => format!("unknown: {e}"),
             Err(_) => "stdout closed, process still running".into(),
         };
-        // Give the stderr reader a moment to reach the end of the pipe.
-        tokio::task::yield_now().await;
+        // Let the stderr reader reach the end of the pipe (bounded: a grandchild may hold
+        // it open).
+        if let Some(task) = self.stderr_task.take() {
+            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
         let stderr = self
             .stderr
             .lock()
@@ -396,7 +420,10 @@ impl AgentProcess {
     /// Close stdin, give the agent `grace` to exit, then kill it.
     pub async fn close(mut self, grace: Duration) {
         drop(self.stdin.take());
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.kill().await;
         }
     }
@@ -416,6 +443,33 @@ fn reply_id(m: &FromAgent) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn answer(script: &str) -> Result<FromAgent, AgentError> {
+        let argv = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+        let dir = std::env::temp_dir();
+        let mut agent = AgentProcess::spawn(&argv, &dir, &[], Duration::from_secs(5))?;
+        let id = agent.next_id();
+        let r = agent.request(&ToAgent::Shutdown { id }, &mut |_| {}).await;
+        agent.close(Duration::from_millis(200)).await;
+        r
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn replies_unknown_events_garbage_and_exits() {
+        let ok = answer(
+            r#"read l; echo '{"type":"event","event":{"kind":"runtime.custom","data":{}}}'; echo '{"type":"bye","id":1}'"#,
+        )
+        .await;
+        assert!(matches!(ok, Ok(FromAgent::Bye { id: 1, .. })), "{ok:?}");
+        let bad = answer("read l; echo 'not json'; cat >/dev/null").await;
+        assert_eq!(bad.unwrap_err().kind(), "agent_malformed_output");
+        let crash = answer("read l; echo dying >&2; exit 7").await.unwrap_err();
+        assert_eq!(crash.kind(), "agent_crashed");
+        assert!(crash.to_string().contains("dying"), "{crash}");
+        let wrong = answer(r#"read l; echo '{"type":"ack","id":9}'"#).await;
+        assert_eq!(wrong.unwrap_err().kind(), "agent_protocol_violation");
+    }
 
     #[test]
     fn commands_split_like_a_shell() {

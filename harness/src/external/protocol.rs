@@ -248,7 +248,8 @@ pub struct ToolFile {
 /// Encode one message as a line (no trailing newline).
 pub fn encode<T: Serialize>(msg: &T) -> String {
     // These types always serialize (string keys, no non-finite floats).
-    serde_json::to_string(msg).unwrap_or_else(|e| format!("{{\"type\":\"error\",\"message\":\"{e}\"}}"))
+    serde_json::to_string(msg)
+        .unwrap_or_else(|e| format!("{{\"type\":\"error\",\"message\":\"{e}\"}}"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,315 @@
+//! External agents as systems under test (`--sut exec:…`, the `ctxbench.agent/1`
+//! protocol): the reference engine behind the protocol (`ctxbench agent`) reproduces the
+//! in-process verdicts, broken agents give typed errored trials quickly, mutants are caught
+//! through the external path (also black box, without any agent events), and the
+//! conformance check passes for `ctxbench agent` and fails for a broken adapter.
+#![cfg(unix)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{ctxbench, text};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ctxbench");
+
+fn exec_sut() -> String {
+    format!("exec:{BIN} agent")
+}
+
+/// `trial_id → trial record` of a run directory.
+fn trials(run: &Path) -> BTreeMap<String, Value> {
+    let body = std::fs::read_to_string(run.join("trials.jsonl"))
+        .unwrap_or_else(|e| panic!("{}: {e}", run.display()));
+    body.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|t| (t["trial_id"].as_str().unwrap().to_string(), t))
+        .collect()
+}
+
+/// What a verdict comparison looks at: pass/fail, terminal status and every grader's status.
+fn verdicts(t: &Value) -> (bool, String, BTreeMap<String, String>) {
+    let graders = t["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["grader"].as_str().unwrap().to_string(),
+                v["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (
+        t["passed"].as_bool().unwrap(),
+        t["outcome"]["status"].as_str().unwrap().to_string(),
+        graders,
+    )
+}
+
+fn run(dir: &Path, out: &str, extra: &[&str]) -> PathBuf {
+    let mut args = vec!["run", "--seed", "7", "--progress", "none", "--out", out];
+    args.extend_from_slice(extra);
+    let o = ctxbench(dir, &args);
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("verdict"),
+        "{}",
+        text(&o)
+    );
+    dir.join(out)
+}
+
+#[test]
+fn ctxbench_agent_reproduces_the_in_process_verdicts_on_the_builtin_suite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sut = exec_sut();
+    let inproc = trials(&run(tmp.path(), "inproc", &[]));
+    let external = trials(&run(
+        tmp.path(),
+        "external",
+        &["--sut", &sut, "--agent-timeout", "60"],
+    ));
+    assert_eq!(
+        inproc.keys().collect::<Vec<_>>(),
+        external.keys().collect::<Vec<_>>()
+    );
+    assert!(inproc.len() > 40, "the whole built-in suite, every mode");
+    let mut compared = 0;
+    for (id, t) in &inproc {
+        // Provider-native (opaque) compaction does not travel over the OpenAI wire: through
+        // an external agent that scenario runs without it (docs/agent-protocol.md).
+        if id.starts_with("native-compaction/") {
+            continue;
+        }
+        assert_eq!(
+            verdicts(t),
+            verdicts(&external[id]),
+            "{id}: in process vs external agent"
+        );
+        // The same requests reached the model.
+        assert_eq!(
+            t["stats"]["requests"], external[id]["stats"]["requests"],
+            "{id}: request count"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 60, "{compared}");
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("exec:{}", path.display())
+}
+
+const READY: &str = r#"read -r line; echo '{"type":"ready","id":1,"protocol":"ctxbench.agent/1","agent":"broken"}'"#;
+
+#[test]
+fn broken_agents_give_typed_errored_trials_quickly_and_the_run_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "crash",
+            format!("{READY}\nread -r line\necho 'boom: simulated crash' >&2\nexit 3\n"),
+            "agent_crashed",
+        ),
+        (
+            "garbage",
+            format!("{READY}\nread -r line\necho 'hello, I am not JSON'\ncat >/dev/null\n"),
+            "agent_malformed_output",
+        ),
+        (
+            "hang",
+            format!("{READY}\nread -r line\nexec sleep 30\n"),
+            "agent_timeout",
+        ),
+        (
+            "version",
+            r#"read -r line; echo '{"type":"ready","id":1,"protocol":"ctxbench.agent/0"}'; cat >/dev/null
+"#
+            .to_string(),
+            "agent_protocol_version",
+        ),
+        ("missing", String::new(), "agent_spawn_failed"),
+    ];
+    for (name, body, reason) in cases {
+        let sut = if name == "missing" {
+            format!("exec:{}", tmp.path().join("no-such-agent").display())
+        } else {
+            script(tmp.path(), &format!("{name}.sh"), &body)
+        };
+        let t0 = Instant::now();
+        let dir = run(
+            tmp.path(),
+            name,
+            &[
+                "--sut",
+                &sut,
+                "--agent-timeout",
+                "1",
+                "--scenario",
+                "instruction-change",
+                "--scenario",
+                "overflow-retry",
+                "--modes",
+                "warn,compact",
+            ],
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{name}: took {:?}",
+            t0.elapsed()
+        );
+        let all = trials(&dir);
+        assert_eq!(all.len(), 4, "{name}: every trial ran");
+        for (id, t) in &all {
+            assert_eq!(t["outcome"]["status"], "errored", "{name} {id}: {t}");
+            assert_eq!(
+                t["outcome"]["reason"], reason,
+                "{name} {id}: {}",
+                t["outcome"]
+            );
+            assert!(!t["passed"].as_bool().unwrap(), "{name} {id}: never a pass");
+            assert!(
+                !t["outcome"]["detail"].as_str().unwrap().is_empty(),
+                "{name} {id}: a clear detail"
+            );
+        }
+        if name == "crash" {
+            let detail = all.values().next().unwrap()["outcome"]["detail"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(detail.contains("boom: simulated crash"), "{detail}");
+        }
+    }
+}
+
+fn selftest_line<'a>(stdout: &'a str, mutant: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(mutant))
+        .unwrap_or_else(|| panic!("no line for {mutant}: {stdout}"))
+}
+
+#[test]
+fn mutants_are_caught_through_the_external_path_even_as_a_black_box() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sut = exec_sut();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/hostile-history.yaml");
+    for black_box in [false, true] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args([
+            "selftest",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--modes",
+            "compact",
+            "--sut",
+            &sut,
+            "--agent-timeout",
+            "60",
+        ])
+        .current_dir(tmp.path());
+        if black_box {
+            cmd.env("CTXBENCH_AGENT_BLACK_BOX", "1");
+        }
+        let o = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            stdout.contains("reference engine: 1 trials, 0 invariant failure(s)"),
+            "black box {black_box}: {}",
+            text(&o)
+        );
+        for (mutant, grader) in [
+            ("keep-approval-claims", "no-authority-in-checkpoint"),
+            ("split-tool-pairs", "tool-pairs"),
+            ("drop-instructions", "instructions-outrank-history"),
+            ("leak-secret", "secrets-redacted"),
+        ] {
+            let line = selftest_line(&stdout, mutant);
+            assert!(line.contains(grader), "black box {black_box}: {line}");
+        }
+    }
+}
+
+#[test]
+fn a_black_box_agent_gets_not_applicable_for_event_graders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sut = exec_sut();
+    let o = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--seed",
+            "7",
+            "--progress",
+            "none",
+            "--out",
+            "bb",
+            "--scenario",
+            "no-safe-span",
+            "--scenario",
+            "hostile-history",
+            "--modes",
+            "compact",
+            "--sut",
+            &sut,
+        ])
+        .env("CTXBENCH_AGENT_BLACK_BOX", "1")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{}", text(&o));
+    for (id, t) in trials(&tmp.path().join("bb")) {
+        assert_ne!(t["outcome"]["status"], "errored", "{id}: {}", t["outcome"]);
+        for v in t["verdicts"].as_array().unwrap() {
+            let g = v["grader"].as_str().unwrap();
+            let s = v["status"].as_str().unwrap();
+            if ["typed-reason", "no-thrash", "checkpoint-reuse-valid"].contains(&g) {
+                assert_eq!(s, "skip", "{id} {g}: {v}");
+                assert!(
+                    v["summary"].as_str().unwrap().starts_with("not-applicable"),
+                    "{id} {g}: {v}"
+                );
+            }
+            if [
+                "tool-pairs",
+                "budget",
+                "instructions-outrank-history",
+                "no-authority-in-checkpoint",
+            ]
+            .contains(&g)
+            {
+                assert_eq!(s, "pass", "{id} {g}: {v}");
+            }
+        }
+    }
+}
+
+#[test]
+fn conformance_passes_for_ctxbench_agent_and_fails_for_a_broken_adapter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = ctxbench(tmp.path(), &["conformance", "--sut", &exec_sut()]);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stdout.contains("8/8 checks passed"), "{stdout}");
+    let broken = script(
+        tmp.path(),
+        "deaf.sh",
+        &format!("{READY}\nread -r line\nexit 0\n"),
+    );
+    let o = ctxbench(
+        tmp.path(),
+        &["conformance", "--sut", &broken, "--agent-timeout", "2"],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(stdout.contains("PASS  handshake"), "{stdout}");
+    assert!(stdout.contains("FAIL  turn"), "{stdout}");
+}
