@@ -161,7 +161,7 @@ pub struct RunArgs {
     /// rest run (the plan comes from RUN_DIR's manifest).
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = [
         "suite", "scenarios", "tags", "modes", "provider", "base_url", "trials", "seed",
-        "gates", "out", "shard", "record", "replay",
+        "gates", "out", "shard", "record", "replay", "sut",
     ])]
     pub resume: Option<PathBuf>,
     /// Run only shard K of N of the trial matrix (merge shards with `ctxbench report`).

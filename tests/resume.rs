@@ -161,6 +161,7 @@ fn torn_final_records_are_cut_and_their_trials_rerun() {
     assert_eq!(stable_csv(&run, "requests.csv"), expected_requests);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["sut"], "reference");
     let torn = manifest["resumes"][0]["torn"].to_string();
     assert!(
         torn.contains("trials.jsonl") && torn.contains("requests.jsonl"),

@@ -171,6 +171,10 @@ impl RunPlan {
                 path: c.path().display().to_string(),
             }),
             resumes: Vec::new(),
+            sut: Some(match self.services.sut.external() {
+                Some(e) => format!("exec:{}", e.command()),
+                None => "reference".into(),
+            }),
             stopped: None,
         }
     }

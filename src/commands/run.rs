@@ -134,6 +134,7 @@ fn services(
     provider: &ProviderSpec,
     record: Option<&Path>,
     replay: Option<&Path>,
+    sut_text: &str,
 ) -> anyhow::Result<Services> {
     let cassette = match (record, replay) {
         (Some(p), _) => Some(Arc::new(
@@ -161,7 +162,7 @@ fn services(
         jitter_seed: seed,
     };
     let mut services = Services::connect(provider, cassette, &settings).map_err(exit::usage)?;
-    services.sut = sut(&args.sut, args.agent_timeout)?;
+    services.sut = sut(sut_text, args.agent_timeout)?;
     if services.sut.external().is_some() && *provider != ProviderSpec::Fake {
         return Err(exit::usage(
             "--sut exec:… is served the fake provider on loopback; use --provider fake",
@@ -250,6 +251,7 @@ fn fresh_plan(
         &provider,
         args.record.as_deref(),
         args.replay.as_deref(),
+        &args.sut,
     )?;
     let run_id = new_run_id(args.seed);
     let run_dir = args
@@ -344,6 +346,8 @@ fn resume_plan(
         &provider,
         record.as_deref(),
         replay.as_deref(),
+        // The resumed trials run against the same system under test as the first ones.
+        manifest.sut.as_deref().unwrap_or(&args.sut),
     )?;
     let plan = RunPlan {
         run_id: manifest.run_id.clone(),

@@ -79,6 +79,9 @@ pub struct Manifest {
     /// Every `--resume` of this run, in order (segment n is `resumes[n - 1]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumes: Vec<ResumeRecord>,
+    /// The system under test: `reference`, or `exec:COMMAND ARGS` for an external agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sut: Option<String>,
     /// Set when the run stopped before finishing its matrix (a cap was reached); cleared
     /// by a `--resume` that completes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
