@@ -127,8 +127,8 @@ impl Cassette {
         let text = std::fs::read(path).map_err(io)?;
         let ends_clean = text.last().is_none_or(|&b| b == b'\n');
         let mut entries: HashMap<(String, String), VecDeque<ModelResponseResult>> = HashMap::new();
-        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
-        let last = lines.len().saturating_sub(1);
+        // Index of the final line (the only one that may be torn).
+        let last = text.iter().filter(|&&b| b == b'\n').count();
         for (i, line) in BufReader::new(&text[..]).lines().enumerate() {
             let line = line.map_err(io)?;
             if line.trim().is_empty() {

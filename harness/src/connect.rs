@@ -315,14 +315,12 @@ impl Services {
 
     /// The provider one trial talks to over HTTP: the shared client tagged with the trial's
     /// key (so ctxbench's fake server plays that trial's script), behind retries, backoff
-    /// and the shared adaptive limiter.
+    /// and the shared adaptive limiter. The model travels in each request, not here.
     pub fn http_provider(
         &self,
         http: &HttpSpec,
-        model: &str,
         trial_key: &str,
     ) -> Result<Box<dyn Provider>, String> {
-        let _ = model; // the engine puts the model into every request
         let shared = self.http.as_ref().ok_or_else(|| {
             format!(
                 "no connection to `{}` was set up for this run",

@@ -305,7 +305,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         ProviderSpec::Http(_) if replaying => Box::new(Unreachable),
         ProviderSpec::Http(http) => {
             let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
-            match spec.services.http_provider(http, &model.model, &key) {
+            match spec.services.http_provider(http, &key) {
                 Ok(p) => p,
                 Err(e) => {
                     infra_error = Some((0, e));
