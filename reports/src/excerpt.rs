@@ -77,8 +77,9 @@ pub fn excerpts(run: &RunData, wanted: &[&str]) -> HashMap<String, Excerpt> {
             continue;
         };
         for line in BufReader::new(f).lines().map_while(Result::ok) {
-            // Cheap pre-filter: most lines belong to other trials.
-            if !wanted.iter().any(|w| line.contains(w)) {
+            // Cheap pre-filter: most lines belong to other trials; one look at the row's
+            // `trial_id` decides, before any parsing.
+            if !trial_id_of(&line).is_some_and(|id| segments.contains_key(id)) {
                 continue;
             }
             let Ok(r) = serde_json::from_str::<RequestHashes>(&line) else {
@@ -134,6 +135,15 @@ pub fn excerpts(run: &RunData, wanted: &[&str]) -> HashMap<String, Excerpt> {
             )
         })
         .collect()
+}
+
+/// The `trial_id` value of a request line, read without parsing the row (ids are plain
+/// `scenario/mode/trial` text, never escaped).
+fn trial_id_of(line: &str) -> Option<&str> {
+    const KEY: &str = "\"trial_id\":\"";
+    let start = line.find(KEY)? + KEY.len();
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
 }
 
 fn cut(s: &str) -> String {
