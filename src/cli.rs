@@ -207,7 +207,8 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// System under test: `reference` (the in-process reference engine) or
     /// `exec:COMMAND ARGS`, an external agent speaking the `ctxbench.agent/1` protocol on
-    /// stdio, served the fake provider on loopback (docs/agent-protocol.md).
+    /// stdio, whose model is served on loopback (the fake provider, or `--provider`
+    /// through ctxbench's recording proxy; docs/agent-protocol.md).
     #[arg(long, default_value = "reference", value_name = "SUT")]
     pub sut: String,
     /// Longest silence of an external agent while a reply is pending, in seconds; past

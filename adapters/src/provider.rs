@@ -40,6 +40,14 @@ pub trait Provider: Send + Sync {
         let _ = request;
         Ok(None)
     }
+
+    /// What the retry layer did for this provider so far (attempts, retries by kind,
+    /// give-ups), when there is one ([`crate::resilience::Resilient`]); `None` for a
+    /// provider that is called directly (the in-process fake). Reports count
+    /// infrastructure trouble apart from model failures with it.
+    fn resilience_stats(&self) -> Option<crate::resilience::ResilienceStats> {
+        None
+    }
 }
 
 /// A boxed provider is a provider (the harness holds `Box<dyn Provider>`).
@@ -60,6 +68,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
         (**self).count_tokens(request).await
     }
+    fn resilience_stats(&self) -> Option<crate::resilience::ResilienceStats> {
+        (**self).resilience_stats()
+    }
 }
 
 /// A shared provider is a provider.
@@ -79,5 +90,8 @@ impl<P: Provider + ?Sized> Provider for std::sync::Arc<P> {
     }
     async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
         (**self).count_tokens(request).await
+    }
+    fn resilience_stats(&self) -> Option<crate::resilience::ResilienceStats> {
+        (**self).resilience_stats()
     }
 }

@@ -229,6 +229,7 @@ impl ResilienceStats {
             + self.retries_server
             + self.retries_timeout
             + self.retries_malformed
+            + self.retries_unavailable
     }
 }
 
@@ -382,6 +383,10 @@ impl<P: Provider> Provider for Resilient<P> {
 
     async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
         self.run(|| self.inner.count_tokens(request)).await
+    }
+
+    fn resilience_stats(&self) -> Option<ResilienceStats> {
+        Some(self.stats())
     }
 }
 

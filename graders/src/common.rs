@@ -123,6 +123,15 @@ pub(crate) fn instructions_at<'a>(
     text
 }
 
+/// Whether a system message sent by a black-box runtime carries the instruction file
+/// `file_text`: real runtimes trim the file and often embed it in their own system prompt
+/// (Claude Code, `llm -s`), so the file's trimmed text must appear in the message, not be
+/// all of it. An empty file is carried by nothing.
+pub(crate) fn carries_instructions(content: &str, file_text: &str) -> bool {
+    let text = file_text.trim();
+    !text.is_empty() && content.contains(text)
+}
+
 /// The conversation as observed in the requests: every user, assistant and tool message in
 /// order of first appearance (what a black-box agent's transcript shows of itself).
 pub(crate) fn observed_transcript(rec: &TrialRecord) -> Vec<Message> {

@@ -128,16 +128,19 @@ impl Grader for InstructionHashFrozen {
     }
 }
 
-/// Without run events: the instruction text each request carries first must be the file
-/// as ctxbench wrote it for that run — the same for every attempt of the run, and the
-/// edited text from the run after an edit on.
+/// Without run events: the system message each request carries first must carry the
+/// instruction file as ctxbench wrote it for that run (trimmed, possibly inside the
+/// runtime's own system prompt; the edited text from the run after an edit on), and be
+/// byte-identical for every attempt of the run — a runtime that re-reads or rebuilds its
+/// instructions per request changes it within the run.
 fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
     let rec = ctx.record;
     let mut failures = Vec::new();
     let mut checked = 0;
+    let mut run_snapshot: BTreeMap<u64, (u64, String)> = BTreeMap::new();
     for r in crate::common::turn_requests(rec) {
         let text = crate::common::instructions_at(ctx.scenario, rec, r.row.step);
-        if text.is_empty() {
+        if text.trim().is_empty() {
             continue;
         }
         checked += 1;
@@ -147,23 +150,46 @@ fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
             .message_hashes
             .first()
             .and_then(|h| rec.messages.get(h))
-            .filter(|m| m.role == ctxbench_adapters::Role::System)
-            .map(|m| text_hash(&m.content));
-        if first.as_deref() != Some(expected.as_str()) {
+            .filter(|m| m.role == ctxbench_adapters::Role::System);
+        let Some(first) = first.filter(|m| crate::common::carries_instructions(&m.content, text))
+        else {
             failures.push(Evidence {
                 request: Some(r.row.seq),
                 step: Some(r.row.step),
                 expected: Some(format!(
-                    "sha256:{} (the instruction file of this run)",
+                    "a first system message carrying sha256:{} (the instruction file of this run)",
                     short(&expected)
                 )),
-                seen: Some(match &first {
-                    Some(h) => format!("sha256:{}", short(h)),
+                seen: Some(match first {
+                    Some(m) => format!("sha256:{}", short(&text_hash(&m.content))),
                     None => "no system message first".into(),
                 }),
                 note: format!(
                     "request {} (step {}): the instructions sent are not this run's file",
                     r.row.seq, r.row.step
+                ),
+                ..Default::default()
+            });
+            continue;
+        };
+        let h = text_hash(&first.content);
+        let (first_req, reference) = run_snapshot
+            .entry(r.row.step)
+            .or_insert_with(|| (r.row.seq, h.clone()))
+            .clone();
+        if h != reference {
+            failures.push(Evidence {
+                request: Some(r.row.seq),
+                step: Some(r.row.step),
+                expected: Some(format!(
+                    "sha256:{} (the run's instructions, as request {first_req})",
+                    short(&reference)
+                )),
+                seen: Some(format!("sha256:{}", short(&h))),
+                hashes: vec![reference.clone(), h.clone()],
+                note: format!(
+                    "the instruction snapshot changed within the run at step {} (request {})",
+                    r.row.step, r.row.seq
                 ),
                 ..Default::default()
             });

@@ -37,20 +37,29 @@ impl Grader for InstructionsOutrankHistory {
         for r in turn_requests(rec) {
             checked += 1;
             let msgs = messages(rec, r);
-            // A black-box agent declares no snapshot: the expected text is the instruction
-            // file as ctxbench wrote it for this run.
+            // A black-box agent declares no snapshot: the instructions are the file as
+            // ctxbench wrote it for this run, which its first system message must carry
+            // (trimmed, possibly inside the runtime's own system prompt).
+            let file = crate::common::instructions_at(ctx.scenario, rec, r.row.step);
             let observed;
             let expected = if black_box {
-                observed = text_hash(crate::common::instructions_at(
-                    ctx.scenario,
-                    rec,
-                    r.row.step,
-                ));
+                observed = text_hash(file);
                 observed.as_str()
             } else {
                 r.row.instruction_hash.as_str()
             };
-            let has_instructions = !expected.is_empty() && expected != empty;
+            let has_instructions = if black_box {
+                !file.trim().is_empty()
+            } else {
+                !expected.is_empty() && expected != empty
+            };
+            let is_snapshot = |m: &ctxbench_adapters::Message| {
+                if black_box {
+                    crate::common::carries_instructions(&m.content, file)
+                } else {
+                    text_hash(&m.content) == expected
+                }
+            };
             let fail = |failures: &mut Vec<Evidence>, i: usize, exp: String, what: String| {
                 let (h, m) = msgs[i];
                 failures.push(Evidence {
@@ -71,9 +80,7 @@ impl Grader for InstructionsOutrankHistory {
             let mut first_is_instructions = false;
             if has_instructions {
                 match msgs.first() {
-                    Some((_, Some(m)))
-                        if m.role == Role::System && text_hash(&m.content) == expected =>
-                    {
+                    Some((_, Some(m))) if m.role == Role::System && is_snapshot(m) => {
                         first_is_instructions = true;
                     }
                     Some(_) => {
@@ -138,5 +145,37 @@ mod tests {
         assert_eq!(v.evidence[0].hashes.len(), 2, "{v:?}");
         let (_, v) = grade_with(COMPACTING, Mode::Warn, Some(Mutation::DropInstructions), g).await;
         assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
+    }
+
+    /// A black-box runtime may trim its instruction file and embed it in its own system
+    /// prompt; what it may not do is put anything else first or leave the file out.
+    #[tokio::test]
+    async fn black_box_instructions_may_be_embedded_but_must_be_carried_first() {
+        let (mut rec, _) = grade_with(COMPACTING, Mode::Off, None, "budget").await;
+        rec.events.clear();
+        let scenario = ctxbench_harness::scenario::load_str("test.yaml", COMPACTING).unwrap();
+        let grade = |rec: &ctxbench_harness::record::TrialRecord| {
+            let null = serde_json::Value::Null;
+            let ctx = crate::GradeContext {
+                scenario: &scenario,
+                record: rec,
+                params: &null,
+            };
+            (
+                crate::grader("instructions-outrank-history").unwrap().grade(&ctx),
+                crate::grader("instruction-hash-frozen").unwrap().grade(&ctx),
+            )
+        };
+        let first = rec.requests[0].row.message_hashes[0].clone();
+        let original = rec.messages[&first].content.clone();
+        rec.messages.get_mut(&first).unwrap().content =
+            format!("You are RuntimeX.\n\n<project-instructions>\n{}\n</project-instructions>", original.trim());
+        let (outrank, frozen) = grade(&rec);
+        assert_eq!(outrank.status, VerdictStatus::Pass, "{outrank:?}");
+        assert_eq!(frozen.status, VerdictStatus::Pass, "{frozen:?}");
+        rec.messages.get_mut(&first).unwrap().content = "You are RuntimeX.".into();
+        let (outrank, frozen) = grade(&rec);
+        assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
+        assert_eq!(frozen.status, VerdictStatus::Fail, "{frozen:?}");
     }
 }

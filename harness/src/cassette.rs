@@ -61,9 +61,17 @@ pub struct CassetteEntry {
     pub step: u64,
     /// SHA-256 of the request's canonical JSON.
     pub request_sha256: String,
-    /// What the provider answered.
-    pub result: Result<ModelResponse, ProviderError>,
+    /// What the provider answered to a completion (absent on a count entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Result<ModelResponse, ProviderError>>,
+    /// What the provider answered to an exact token count (`count_tokens`), which
+    /// steers the engine's budget and so must replay too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<CountResult>,
 }
+
+/// A recorded exact count: the provider's count, `None` when it offers none, or its error.
+pub type CountResult = Result<Option<u64>, ProviderError>;
 
 /// The SHA-256 (hex) of a request's canonical JSON — the cassette key.
 pub fn request_key(request: &ModelRequest) -> String {
@@ -80,6 +88,7 @@ enum State {
     },
     Replay {
         entries: HashMap<(String, String), VecDeque<ModelResponseResult>>,
+        counts: HashMap<(String, String), VecDeque<CountResult>>,
     },
 }
 
@@ -127,6 +136,7 @@ impl Cassette {
         let text = std::fs::read(path).map_err(io)?;
         let ends_clean = text.last().is_none_or(|&b| b == b'\n');
         let mut entries: HashMap<(String, String), VecDeque<ModelResponseResult>> = HashMap::new();
+        let mut counts: HashMap<(String, String), VecDeque<CountResult>> = HashMap::new();
         // Index of the final line (the only one that may be torn).
         let last = text.iter().filter(|&&b| b == b'\n').count();
         for (i, line) in BufReader::new(&text[..]).lines().enumerate() {
@@ -135,10 +145,23 @@ impl Cassette {
                 continue;
             }
             match serde_json::from_str::<CassetteEntry>(&line) {
-                Ok(e) if e.schema == CASSETTE_SCHEMA => entries
-                    .entry((e.trial_id, e.request_sha256))
-                    .or_default()
-                    .push_back(e.result),
+                Ok(e) if e.schema == CASSETTE_SCHEMA => match (e.result, e.count) {
+                    (Some(result), None) => entries
+                        .entry((e.trial_id, e.request_sha256))
+                        .or_default()
+                        .push_back(result),
+                    (None, Some(count)) => counts
+                        .entry((e.trial_id, e.request_sha256))
+                        .or_default()
+                        .push_back(count),
+                    _ => {
+                        return Err(CassetteError::Bad {
+                            path: path.to_path_buf(),
+                            line: i + 1,
+                            reason: "an entry holds exactly one of `result` and `count`".into(),
+                        })
+                    }
+                },
                 Ok(e) => {
                     return Err(CassetteError::Bad {
                         path: path.to_path_buf(),
@@ -158,7 +181,7 @@ impl Cassette {
         }
         Ok(Cassette {
             path: path.to_path_buf(),
-            state: Mutex::new(State::Replay { entries }),
+            state: Mutex::new(State::Replay { entries, counts }),
         })
     }
 
@@ -184,7 +207,7 @@ impl Cassette {
     ) -> Result<ModelResponse, ProviderError> {
         let key = request_key(request);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State::Replay { entries } = &mut *state else {
+        let State::Replay { entries, .. } = &mut *state else {
             return Err(ProviderError::Unavailable {
                 message: "the cassette is recording, not replaying".into(),
             });
@@ -200,6 +223,29 @@ impl Cassette {
         }
     }
 
+    /// Replay: the recorded exact count of `request` in `trial_id`, or a typed miss.
+    pub fn count(&self, trial_id: &str, step: u64, request: &ModelRequest) -> CountResult {
+        let key = request_key(request);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let State::Replay { counts, .. } = &mut *state else {
+            return Err(ProviderError::Unavailable {
+                message: "the cassette is recording, not replaying".into(),
+            });
+        };
+        match counts
+            .get_mut(&(trial_id.to_string(), key.clone()))
+            .and_then(|q| q.pop_front())
+        {
+            Some(result) => result,
+            None => Err(ProviderError::Unavailable {
+                message: format!(
+                    "{} (token count)",
+                    miss_message(&self.path, trial_id, step, &key)
+                ),
+            }),
+        }
+    }
+
     /// Record: append one exchange and flush it.
     pub fn store(
         &self,
@@ -208,13 +254,35 @@ impl Cassette {
         request: &ModelRequest,
         result: &Result<ModelResponse, ProviderError>,
     ) -> Result<(), CassetteError> {
-        let entry = CassetteEntry {
+        self.append(CassetteEntry {
             schema: CASSETTE_SCHEMA.into(),
             trial_id: trial_id.into(),
             step,
             request_sha256: request_key(request),
-            result: result.clone(),
-        };
+            result: Some(result.clone()),
+            count: None,
+        })
+    }
+
+    /// Record: append one exact count and flush it.
+    pub fn store_count(
+        &self,
+        trial_id: &str,
+        step: u64,
+        request: &ModelRequest,
+        count: &CountResult,
+    ) -> Result<(), CassetteError> {
+        self.append(CassetteEntry {
+            schema: CASSETTE_SCHEMA.into(),
+            trial_id: trial_id.into(),
+            step,
+            request_sha256: request_key(request),
+            result: None,
+            count: Some(count.clone()),
+        })
+    }
+
+    fn append(&self, entry: CassetteEntry) -> Result<(), CassetteError> {
         let mut line = serde_json::to_vec(&entry).map_err(|e| CassetteError::Bad {
             path: self.path.clone(),
             line: 0,

@@ -104,6 +104,38 @@ impl ctxbench_adapters::serve::ExchangeObserver for Observer {
             },
         ));
     }
+
+    /// A request the agent sent that never reached the model (malformed body, unknown
+    /// route or trial, an injected fault): recorded like an exchange that the provider
+    /// refused, so a runtime's broken requests are visible in `requests.csv` and count
+    /// against it, instead of vanishing.
+    fn http_failure(&self, _key: &str, failure: &ctxbench_adapters::serve::HttpFailure) {
+        let request = failure.request.clone().unwrap_or_else(|| ModelRequest {
+            model: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            max_output_tokens: 0,
+        });
+        let message = format!(
+            "{} ({}{}): {}",
+            failure.kind.as_str(),
+            failure.endpoint.map(|e| e.as_str()).unwrap_or("unknown route"),
+            failure
+                .status
+                .map(|s| format!(", HTTP {s}"))
+                .unwrap_or_default(),
+            failure.message
+        );
+        // A failure with no HTTP answer (the connection was closed) is a transport error.
+        let error = match failure.status {
+            None => ProviderError::Server {
+                status: 0,
+                message,
+            },
+            Some(status) => ProviderError::Rejected { status, message },
+        };
+        self.exchange(_key, &request, &Err(error), 0);
+    }
 }
 
 /// Put every placed event right after the exchange it follows (arrival order among
@@ -191,6 +223,9 @@ struct Recording {
     log: SharedLog,
     trial_id: String,
     cassette: Option<Arc<crate::cassette::Cassette>>,
+    /// `false` when an external agent reaches this provider through the loopback server,
+    /// whose observer records the exchange already (with the agent's own request bytes).
+    log_exchanges: bool,
 }
 
 #[async_trait::async_trait]
@@ -208,6 +243,25 @@ impl Provider for Recording {
         // A native compaction call is a physical request too; it is recorded with the
         // compaction's events, not as a turn request.
         self.inner.compact(request).await
+    }
+    async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
+        let step = lock(&self.log).step;
+        match &self.cassette {
+            Some(c) if c.replaying() => c.count(&self.trial_id, step, request),
+            Some(c) => {
+                let result = self.inner.count_tokens(request).await;
+                if let Err(e) = c.store_count(&self.trial_id, step, request, &result) {
+                    return Err(ProviderError::Unavailable {
+                        message: format!("cassette: {e}"),
+                    });
+                }
+                result
+            }
+            None => self.inner.count_tokens(request).await,
+        }
+    }
+    fn resilience_stats(&self) -> Option<ctxbench_adapters::resilience::ResilienceStats> {
+        self.inner.resilience_stats()
     }
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let t0 = Instant::now();
@@ -227,6 +281,9 @@ impl Provider for Recording {
             None => self.inner.complete(request).await,
         };
         let latency_ms = t0.elapsed().as_millis() as u64;
+        if !self.log_exchanges {
+            return result;
+        }
         let mut l = lock(&self.log);
         l.exchanges += 1;
         l.items.push((
@@ -314,12 +371,14 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
             }
         }
     };
-    let provider = Recording {
+    let external = spec.services.sut.external().cloned();
+    let provider = Arc::new(Recording {
         inner,
         log: log.clone(),
         trial_id: spec.trial_id(),
         cassette: spec.services.cassette.clone(),
-    };
+        log_exchanges: external.is_none(),
+    });
     let mut sink = Sink(log.clone());
     let mut turns = Vec::new();
     let mut executions = Vec::new();
@@ -337,7 +396,6 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         faults: engine_faults(&scenario.faults),
         mutation: spec.mutation,
     };
-    let external = spec.services.sut.external().cloned();
     let mut server: Option<ctxbench_adapters::serve::FakeServerHandle> = None;
     let mut failure_reason: Option<String> = None;
     let prepared = infra_error
@@ -354,15 +412,29 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
             .map_err(|e| e.to_string()),
         (Ok(()), Some(ext)) => {
             let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
-            let script = instance.fake.clone();
-            let resolver = move |_: &str| Some(script.clone());
-            let fake =
-                ctxbench_adapters::serve::FakeServer::new(Arc::new(resolver), Default::default())
-                    .with_observer(Arc::new(Observer(log.clone())));
+            // The agent's model: the fake provider playing this trial's script, or — with
+            // an HTTP provider — the real upstream behind ctxbench's retry layer and
+            // cassette. Either way the observer records every request the agent sends.
+            let backend = match &spec.provider {
+                ProviderSpec::Fake => ctxbench_adapters::serve::Backend::fake(
+                    FakeProvider::new(instance.fake.clone()),
+                ),
+                ProviderSpec::Http(_) => ctxbench_adapters::serve::Backend::new(
+                    provider.clone() as Arc<dyn Provider>
+                )
+                .with_model(model.model.clone()),
+            };
+            let resolver = move |_: &str| Some(backend.clone());
+            let fake = ctxbench_adapters::serve::FakeServer::with_backends(
+                Arc::new(resolver),
+                Default::default(),
+            )
+            .with_observer(Arc::new(Observer(log.clone())));
             match fake.spawn().await {
                 Err(e) => Err(format!("starting the loopback model: {e}")),
                 Ok((_, handle)) => {
                     let base_url = handle.trial_base_url(&key);
+                    let anthropic_base_url = handle.trial_anthropic_base_url(&key);
                     server = Some(handle);
                     let placer_log = log.clone();
                     let place: crate::external::EventPlacer =
@@ -380,6 +452,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         mode: spec.mode.to_string(),
                         model: crate::external::protocol::ModelEndpoint {
                             base_url,
+                            anthropic_base_url: Some(anthropic_base_url),
                             name: model.model.clone(),
                             context_window: model.context_window,
                             max_output_tokens: model.max_output_tokens,
@@ -445,7 +518,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         .run_turn(
                             &turn.user,
                             TurnIo {
-                                provider: &provider,
+                                provider: &*provider,
                                 tools: &mut tools,
                                 events: &mut sink,
                             },
@@ -481,7 +554,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         .compact(
                             *dry_run,
                             TurnIo {
-                                provider: &provider,
+                                provider: &*provider,
                                 tools: &mut tools,
                                 events: &mut sink,
                             },
@@ -539,7 +612,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     } else {
         false
     };
-    assemble(
+    let mut record = assemble(
         spec,
         &model,
         seed,
@@ -560,7 +633,11 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         black_box,
         started_at,
         t0.elapsed().as_millis() as u64,
-    )
+    );
+    // What the retry layer absorbed (HTTP providers only): infrastructure trouble is
+    // counted apart from model failures, even when every retry succeeded.
+    record.stats.infrastructure = provider.resilience_stats();
+    record
 }
 
 fn engine_faults(faults: &[Fault]) -> EngineFaults {

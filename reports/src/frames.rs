@@ -110,6 +110,14 @@ pub const TRIAL_COLUMNS_TAIL: &[&str] = &[
     "tool_output_projections",
     "overflow_recoveries",
     "no_progress_stops",
+    "http_attempts",
+    "retries",
+    "retries_rate_limited",
+    "retries_server",
+    "retries_timeout",
+    "retries_malformed",
+    "retries_unavailable",
+    "retries_gave_up",
     "started_at",
     "elapsed_ms",
 ];
@@ -213,6 +221,12 @@ pub fn trials_frame(
     let graders = grader_names(run);
     let st = |f: fn(&ctxbench_harness::storage::schema::TrialStats) -> u64| {
         ts.iter().map(|t| f(&t.stats)).collect::<Vec<u64>>()
+    };
+    // Retry-layer counters: empty for the in-process fake (no transport to retry).
+    let inf = |f: fn(&ctxbench_harness::ResilienceStats) -> u64| {
+        ts.iter()
+            .map(|t| t.stats.infrastructure.as_ref().map(f))
+            .collect::<Vec<Option<u64>>>()
     };
     let recall_correct: Vec<u64> = ts
         .iter()
@@ -326,6 +340,14 @@ pub fn trials_frame(
         column("checkpoint_reuses", cu(|c| c.checkpoint_reuses)),
         column("tool_output_projections", cu(|c| c.tool_output_projections)),
         column("no_progress_stops", cu(|c| c.no_progress_stops)),
+        column("http_attempts", inf(|s| s.attempts)),
+        column("retries", inf(|s| s.retries())),
+        column("retries_rate_limited", inf(|s| s.retries_rate_limited)),
+        column("retries_server", inf(|s| s.retries_server)),
+        column("retries_timeout", inf(|s| s.retries_timeout)),
+        column("retries_malformed", inf(|s| s.retries_malformed)),
+        column("retries_unavailable", inf(|s| s.retries_unavailable)),
+        column("retries_gave_up", inf(|s| s.gave_up)),
         column(
             "started_at",
             ts.iter().map(|t| t.started_at.as_str()).collect::<Vec<_>>(),

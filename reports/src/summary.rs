@@ -86,6 +86,8 @@ pub const SUMMARY_COLUMNS: &[&str] = &[
     "tool_output_projections",
     "overflow_recoveries",
     "no_progress_stops",
+    "retries",
+    "retries_gave_up",
     "token_reduction_vs_off",
     "token_reduction_vs_warn",
     "token_reduction_vs_off_lo",
@@ -93,7 +95,7 @@ pub const SUMMARY_COLUMNS: &[&str] = &[
 ];
 
 /// Trial columns summed into the summary row of the same name.
-const SUMMED_TRIAL_COLUMNS: [&str; 15] = [
+const SUMMED_TRIAL_COLUMNS: [&str; 17] = [
     "provider_overflows",
     "limit_stops",
     "compactions",
@@ -109,6 +111,8 @@ const SUMMED_TRIAL_COLUMNS: [&str; 15] = [
     "tool_output_projections",
     "overflow_recoveries",
     "no_progress_stops",
+    "retries",
+    "retries_gave_up",
 ];
 
 /// One row of `summary.csv`.
@@ -182,6 +186,10 @@ pub struct SummaryRow {
     pub overflow_recoveries: u64,
     /// Limit stops by the no-progress guard.
     pub no_progress_stops: u64,
+    /// HTTP retries the retry layer made (every kind; 0 for the in-process fake).
+    pub retries: u64,
+    /// Calls that still failed after the last attempt.
+    pub retries_gave_up: u64,
     /// Median paired per-step reduction of input tokens against `off`.
     pub token_reduction_vs_off: Option<f64>,
     /// Median paired per-step reduction of input tokens against `warn`.
@@ -495,6 +503,8 @@ fn aggregate(
             tool_output_projections: sum("tool_output_projections"),
             overflow_recoveries: sum("overflow_recoveries"),
             no_progress_stops: sum("no_progress_stops"),
+            retries: sum("retries"),
+            retries_gave_up: sum("retries_gave_up"),
             token_reduction_vs_off: None,
             token_reduction_vs_warn: None,
             token_reduction_vs_off_lo: None,
@@ -576,6 +586,8 @@ pub fn summary_frame(rows: &[SummaryRow]) -> Result<DataFrame, ReportError> {
         ),
         n("overflow_recoveries", cnt(|r| r.overflow_recoveries)),
         n("no_progress_stops", cnt(|r| r.no_progress_stops)),
+        n("retries", cnt(|r| r.retries)),
+        n("retries_gave_up", cnt(|r| r.retries_gave_up)),
         c("token_reduction_vs_off", opt(|r| r.token_reduction_vs_off)),
         c(
             "token_reduction_vs_warn",

@@ -80,6 +80,7 @@ fn start_message(scenario: &Scenario, server: &FakeServerHandle, dir: &Path) -> 
         mode: "warn".into(),
         model: ModelEndpoint {
             base_url: server.trial_base_url(KEY),
+            anthropic_base_url: Some(server.trial_anthropic_base_url(KEY)),
             name: scenario.model.model.clone(),
             context_window: scenario.model.context_window,
             max_output_tokens: scenario.model.max_output_tokens,

@@ -9,6 +9,11 @@
 //! Errors carry, next to OpenAI's own fields, a `ctxbench` member with the typed
 //! [`ProviderError`] so the fake's errors travel losslessly (partial output included); any
 //! other server's errors are classified from status, `code`, `type` and message.
+//!
+//! Streaming: [`response_to_sse_events`] renders a response as OpenAI's
+//! `chat.completion.chunk` server-sent events and [`response_from_sse`] reassembles them,
+//! to the same response [`response_from_json`] reads from the unstreamed body. The
+//! event-stream helpers here are shared with the Anthropic wire.
 
 use serde_json::{json, Map, Value};
 use thiserror::Error;
@@ -240,10 +245,7 @@ fn tool_calls_from_json(v: Option<&Value>) -> Result<Vec<ToolCall>, WireError> {
                 .ok_or_else(|| bad(format!("tool_calls[{i}].function.name missing")))?;
             let arguments = match f.get("arguments") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
-                // Text that is not JSON (a model's mistake) is kept verbatim as a string.
-                Some(Value::String(s)) => {
-                    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
-                }
+                Some(Value::String(s)) => arguments_from_text(s),
                 Some(other) => other.clone(),
             };
             Ok(ToolCall {
@@ -257,6 +259,12 @@ fn tool_calls_from_json(v: Option<&Value>) -> Result<Vec<ToolCall>, WireError> {
             })
         })
         .collect()
+}
+
+/// Tool-call arguments from their JSON text; text that is not JSON (a model's mistake) is
+/// kept verbatim as a string.
+pub(crate) fn arguments_from_text(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
 }
 
 fn tool_from_json(t: &Value) -> Result<ToolDefinition, WireError> {
@@ -311,7 +319,6 @@ pub fn response_to_json(response: &ModelResponse, model: &str, id: &str) -> Valu
             Value::Array(m.tool_calls.iter().map(tool_call_to_json).collect()),
         );
     }
-    let u = response.usage;
     json!({
         "id": id,
         "object": "chat.completion",
@@ -322,11 +329,7 @@ pub fn response_to_json(response: &ModelResponse, model: &str, id: &str) -> Valu
             "message": Value::Object(message),
             "finish_reason": finish_to_str(response.finish_reason),
         }],
-        "usage": {
-            "prompt_tokens": u.input_tokens,
-            "completion_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens + u.output_tokens,
-        },
+        "usage": usage_to_json(response.usage),
     })
 }
 
@@ -344,23 +347,14 @@ pub fn response_from_json(body: &Value) -> Result<ModelResponse, WireError> {
         .ok_or_else(|| bad("`choices[0].message` missing"))?;
     let content = content_from_json(msg.get("content"))?;
     let tool_calls = tool_calls_from_json(msg.get("tool_calls"))?;
-    let finish_reason = match choice.get("finish_reason").and_then(Value::as_str) {
-        Some("length") => FinishReason::Length,
-        Some("tool_calls") | Some("function_call") => FinishReason::ToolCalls,
-        // `stop`, `content_filter`, vendor values or null: a tool call still means tools.
-        _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
-        _ => FinishReason::Stop,
-    };
+    let finish_reason = finish_from_str(
+        choice.get("finish_reason").and_then(Value::as_str),
+        !tool_calls.is_empty(),
+    );
     let usage = body
         .get("usage")
         .filter(|u| !u.is_null())
         .ok_or_else(|| bad("`usage` missing"))?;
-    let tokens = |k: &str| {
-        usage
-            .get(k)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad(format!("`usage.{k}` must be a non-negative integer")))
-    };
     Ok(ModelResponse {
         message: Message {
             role: Role::Assistant,
@@ -368,11 +362,40 @@ pub fn response_from_json(body: &Value) -> Result<ModelResponse, WireError> {
             tool_calls,
             tool_call_id: None,
         },
-        usage: Usage {
-            input_tokens: tokens("prompt_tokens")?,
-            output_tokens: tokens("completion_tokens")?,
-        },
+        usage: usage_from_json(usage)?,
         finish_reason,
+    })
+}
+
+/// A finish reason from its wire name; `stop`, `content_filter`, vendor values or null
+/// with tool calls present still mean tools.
+fn finish_from_str(reason: Option<&str>, has_tool_calls: bool) -> FinishReason {
+    match reason {
+        Some("length") => FinishReason::Length,
+        Some("tool_calls") | Some("function_call") => FinishReason::ToolCalls,
+        _ if has_tool_calls => FinishReason::ToolCalls,
+        _ => FinishReason::Stop,
+    }
+}
+
+fn usage_to_json(u: Usage) -> Value {
+    json!({
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.input_tokens + u.output_tokens,
+    })
+}
+
+fn usage_from_json(usage: &Value) -> Result<Usage, WireError> {
+    let tokens = |k: &str| {
+        usage
+            .get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| bad(format!("`usage.{k}` must be a non-negative integer")))
+    };
+    Ok(Usage {
+        input_tokens: tokens("prompt_tokens")?,
+        output_tokens: tokens("completion_tokens")?,
     })
 }
 
@@ -524,6 +547,382 @@ pub fn error_from_http(status: u16, retry_after_ms: Option<u64>, body: &[u8]) ->
         500..=599 => ProviderError::Server { status, message },
         _ => ProviderError::Rejected { status, message },
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streaming (server-sent events)
+// ---------------------------------------------------------------------------------------
+
+/// How many `arguments` fragments a streamed tool call is cut into: real APIs send the JSON
+/// text in pieces, and a client must concatenate them before parsing.
+pub(crate) const ARGUMENT_FRAGMENTS: usize = 3;
+
+/// Why a server-sent event stream could not be read back as a response.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SseError {
+    /// Not the expected stream: cut off before its end marker, an event that is not JSON,
+    /// no usage.
+    #[error(transparent)]
+    Malformed(#[from] WireError),
+    /// The stream carried an error event — once output has been sent, the only way a
+    /// streaming server can still fail. A context overflow's `partial_output` is the text
+    /// streamed before it, unless the error carried its own.
+    #[error("the stream failed: {0}")]
+    Failed(ProviderError),
+}
+
+impl SseError {
+    /// As a provider error, the way a client reports it: a malformed stream is
+    /// [`ProviderError::Malformed`].
+    pub fn into_provider_error(self) -> ProviderError {
+        match self {
+            SseError::Malformed(e) => ProviderError::Malformed {
+                message: format!("unexpected event stream: {e}"),
+            },
+            SseError::Failed(e) => e,
+        }
+    }
+}
+
+/// One server-sent event: its `event:` name, if any, and its `data:` lines joined by `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    pub(crate) event: Option<String>,
+    pub(crate) data: String,
+}
+
+/// The complete events of an event stream (the WHATWG `text/event-stream` rules that matter
+/// here: `\n` or `\r\n` line ends, `:` comments, one optional space after the colon, a
+/// blank line dispatches). An event not terminated by a blank line is dropped, as the spec
+/// says — that is what a client sees of a stream cut mid-event.
+pub(crate) fn sse_events(text: &str) -> Vec<SseEvent> {
+    let mut out = Vec::new();
+    let mut event: Option<String> = None;
+    let mut data: Option<String> = None;
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.is_empty() {
+            match data.take() {
+                Some(data) => out.push(SseEvent {
+                    event: event.take(),
+                    data,
+                }),
+                None => event = None,
+            }
+            continue;
+        }
+        if line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => event = Some(value.to_string()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_string()),
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `value` as one `data:` event (compact JSON never contains a raw newline).
+pub(crate) fn sse_data(value: &Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+/// `text` as streamed deltas: each maximal run of non-whitespace with the whitespace that
+/// follows it (leading whitespace is a piece of its own), so the pieces concatenate to
+/// `text` exactly. Word-sized like a real model's deltas, and deterministic, so a replayed
+/// answer streams byte for byte the same.
+pub(crate) fn text_pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut in_space = false;
+    for (i, c) in text.char_indices() {
+        let space = c.is_whitespace();
+        if !space && in_space {
+            out.push(&text[start..i]);
+            start = i;
+        }
+        in_space = space;
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// `text` cut at character boundaries into at most `pieces` non-empty parts of about equal
+/// length (none for empty text).
+pub(crate) fn fragments(text: &str, pieces: usize) -> Vec<&str> {
+    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let n = starts.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let pieces = pieces.clamp(1, n);
+    let mut out = Vec::with_capacity(pieces);
+    let mut from = 0;
+    for k in 1..=pieces {
+        let to = if k == pieces {
+            text.len()
+        } else {
+            starts[k * n / pieces]
+        };
+        out.push(&text[from..to]);
+        from = to;
+    }
+    out
+}
+
+/// Builds `chat.completion.chunk` events.
+struct Chunks<'a> {
+    model: &'a str,
+    id: &'a str,
+    include_usage: bool,
+}
+
+impl Chunks<'_> {
+    fn chunk(&self, choices: Value, usage: Value) -> String {
+        let mut o = Map::new();
+        o.insert("id".into(), json!(self.id));
+        o.insert("object".into(), json!("chat.completion.chunk"));
+        o.insert("created".into(), json!(0));
+        o.insert("model".into(), json!(self.model));
+        o.insert("choices".into(), choices);
+        // With `include_usage`, OpenAI sends `usage: null` on every chunk but the last.
+        if self.include_usage {
+            o.insert("usage".into(), usage);
+        }
+        sse_data(&Value::Object(o))
+    }
+
+    fn delta(&self, delta: Value, finish_reason: Value) -> String {
+        self.chunk(
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}]),
+            Value::Null,
+        )
+    }
+
+    /// The role chunk, then the text as word deltas.
+    fn opening(&self, text: &str, tool_calls_only: bool) -> Vec<String> {
+        let first = if tool_calls_only {
+            json!({"role": "assistant", "content": null})
+        } else {
+            json!({"role": "assistant", "content": ""})
+        };
+        let mut events = vec![self.delta(first, Value::Null)];
+        events.extend(
+            text_pieces(text)
+                .into_iter()
+                .map(|p| self.delta(json!({"content": p}), Value::Null)),
+        );
+        events
+    }
+}
+
+/// The end-of-stream marker.
+const DONE: &str = "data: [DONE]\n\n";
+
+/// `response` streamed as OpenAI streams a chat completion: one `data:` event per
+/// `chat.completion.chunk` — the role (`delta.role: "assistant"`), the text as word deltas,
+/// each tool call as a fragment with `index`, `id`, `type` and `function.name` followed by
+/// `function.arguments` fragments, a chunk with `finish_reason` — then, when
+/// `include_usage` (the request's `stream_options.include_usage`), a chunk with
+/// `choices: []` and the usage, then `data: [DONE]`. Each string is one complete event.
+/// [`response_from_sse`] reads it back to `response`.
+pub fn response_to_sse_events(
+    response: &ModelResponse,
+    model: &str,
+    id: &str,
+    include_usage: bool,
+) -> Vec<String> {
+    let c = Chunks {
+        model,
+        id,
+        include_usage,
+    };
+    let m = &response.message;
+    let mut events = c.opening(&m.content, m.content.is_empty() && !m.tool_calls.is_empty());
+    for (k, call) in m.tool_calls.iter().enumerate() {
+        events.push(c.delta(
+            json!({"tool_calls": [{
+                "index": k, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }]}),
+            Value::Null,
+        ));
+        let arguments = call.arguments.to_string();
+        for f in fragments(&arguments, ARGUMENT_FRAGMENTS) {
+            events.push(c.delta(
+                json!({"tool_calls": [{"index": k, "function": {"arguments": f}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    events.push(c.delta(json!({}), json!(finish_to_str(response.finish_reason))));
+    if include_usage {
+        events.push(c.chunk(json!([]), usage_to_json(response.usage)));
+    }
+    events.push(DONE.to_string());
+    events
+}
+
+/// An answer that fails after output, streamed as OpenAI does: the role chunk, the partial
+/// output (a context overflow's `partial_output`) as word deltas, then one `data:` event
+/// with the error body of [`error_to_http`], and no `[DONE]`. For an error without partial
+/// output a server answers with a plain HTTP error instead, as OpenAI does.
+pub fn failure_to_sse_events(
+    err: &ProviderError,
+    model: &str,
+    id: &str,
+    include_usage: bool,
+) -> Vec<String> {
+    let c = Chunks {
+        model,
+        id,
+        include_usage,
+    };
+    let partial = match err {
+        ProviderError::ContextOverflow {
+            partial_output: Some(p),
+            ..
+        } => p.as_str(),
+        _ => "",
+    };
+    let mut events = c.opening(partial, false);
+    events.push(sse_data(&error_to_http(err).body));
+    events
+}
+
+/// The string at `v`, or empty.
+fn text_of(v: Option<&Value>) -> &str {
+    v.and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A tool call being reassembled from stream fragments.
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// The HTTP status an in-stream error would have had, for [`error_from_http`]'s
+/// classification (the stream itself was a 200).
+fn stream_error_status(error: &Value) -> u16 {
+    let field = |k: &str| error.get(k).and_then(Value::as_str).unwrap_or_default();
+    match (field("type"), field("code")) {
+        (_, "rate_limit_exceeded") | ("requests" | "tokens", _) => 429,
+        ("server_error", _) => 500,
+        _ => 400,
+    }
+}
+
+/// Read a chat-completions event stream back into the response it streams: content deltas
+/// concatenated, tool calls reassembled by `index` (arguments parsed once complete), the
+/// last `finish_reason`, and the usage chunk. Like [`response_from_json`], a stream without
+/// usage (no `stream_options.include_usage`) is malformed; so is one cut before
+/// `data: [DONE]`. An error event is [`SseError::Failed`].
+pub fn response_from_sse(text: &str) -> Result<ModelResponse, SseError> {
+    let mut content = String::new();
+    let mut calls: std::collections::BTreeMap<u64, PartialCall> = Default::default();
+    let mut finish: Option<String> = None;
+    let mut usage: Option<Usage> = None;
+    let mut done = false;
+    for (i, ev) in sse_events(text).iter().enumerate() {
+        if ev.data == "[DONE]" {
+            done = true;
+            break;
+        }
+        let v: Value = serde_json::from_str(&ev.data)
+            .map_err(|e| bad(format!("event {i}: data is not JSON: {e}")))?;
+        if let Some(error) = v.get("error").filter(|e| !e.is_null()) {
+            let body = serde_json::to_vec(&v).unwrap_or_default();
+            let mut err = error_from_http(stream_error_status(error), None, &body);
+            if let ProviderError::ContextOverflow { partial_output, .. } = &mut err {
+                if partial_output.is_none() && !content.is_empty() {
+                    *partial_output = Some(content);
+                }
+            }
+            return Err(SseError::Failed(err));
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            usage = Some(usage_from_json(u).map_err(|e| bad(format!("event {i}: {e}")))?);
+        }
+        let Some(choice) = v
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            continue;
+        };
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        match delta.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => content.push_str(s),
+            Some(_) => {
+                return Err(bad(format!("event {i}: `delta.content` must be a string")).into())
+            }
+        }
+        for tc in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let index = tc
+                .get("index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(format!("event {i}: a tool-call delta without `index`")))?;
+            let call = calls.entry(index).or_default();
+            call.id.push_str(text_of(tc.get("id")));
+            let function = tc.get("function");
+            call.name
+                .push_str(text_of(function.and_then(|f| f.get("name"))));
+            call.arguments
+                .push_str(text_of(function.and_then(|f| f.get("arguments"))));
+        }
+        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+            finish = Some(f.to_string());
+        }
+    }
+    if !done {
+        return Err(bad("the stream ended before `data: [DONE]`").into());
+    }
+    let usage = usage.ok_or_else(|| {
+        bad("`usage` missing (the request must set `stream_options.include_usage`)")
+    })?;
+    let tool_calls: Vec<ToolCall> = calls
+        .into_values()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.name,
+            arguments: if c.arguments.is_empty() {
+                Value::Object(Map::new())
+            } else {
+                arguments_from_text(&c.arguments)
+            },
+        })
+        .collect();
+    Ok(ModelResponse {
+        finish_reason: finish_from_str(finish.as_deref(), !tool_calls.is_empty()),
+        message: Message {
+            role: Role::Assistant,
+            content,
+            tool_calls,
+            tool_call_id: None,
+        },
+        usage,
+    })
 }
 
 #[cfg(test)]
@@ -686,9 +1085,8 @@ mod tests {
         assert!(request_from_json(&json!({"messages": []})).is_err());
     }
 
-    #[test]
-    fn responses_round_trip_exactly() {
-        let responses = [
+    fn varied_responses() -> Vec<ModelResponse> {
+        vec![
             ModelResponse {
                 message: Message::assistant("Fixed the flag. ✓ 🚀"),
                 usage: Usage {
@@ -719,8 +1117,49 @@ mod tests {
                 usage: Usage::default(),
                 finish_reason: FinishReason::Length,
             },
-        ];
-        for r in responses {
+            ModelResponse {
+                message: Message {
+                    role: Role::Assistant,
+                    content: "  Reading both —\n\tthen 日本語 🚀 ".into(),
+                    tool_calls: vec![
+                        ToolCall {
+                            id: "call_a".into(),
+                            name: "read_file".into(),
+                            arguments: json!({"path": "ä/b.rs", "big": 1.0e300, "list": [1, null]}),
+                        },
+                        ToolCall {
+                            id: "call_b".into(),
+                            name: "noop".into(),
+                            arguments: json!({}),
+                        },
+                        ToolCall {
+                            id: "call_c".into(),
+                            name: "s".into(),
+                            arguments: json!("a bare string argument"),
+                        },
+                    ],
+                    tool_call_id: None,
+                },
+                usage: Usage {
+                    input_tokens: 5,
+                    output_tokens: 40,
+                },
+                finish_reason: FinishReason::ToolCalls,
+            },
+            ModelResponse {
+                message: Message::assistant(""),
+                usage: Usage {
+                    input_tokens: 3,
+                    output_tokens: 0,
+                },
+                finish_reason: FinishReason::Stop,
+            },
+        ]
+    }
+
+    #[test]
+    fn responses_round_trip_exactly() {
+        for r in varied_responses() {
             let text =
                 serde_json::to_string(&response_to_json(&r, "fake-16k", "chatcmpl-1")).unwrap();
             let back = response_from_json(&serde_json::from_str(&text).unwrap()).unwrap();
@@ -754,6 +1193,201 @@ mod tests {
             .message
             .contains("usage"));
         assert!(response_from_json(&json!({"choices": []})).is_err());
+    }
+
+    #[test]
+    fn streamed_responses_reassemble_to_the_unstreamed_ones() {
+        for r in varied_responses() {
+            let events = response_to_sse_events(&r, "fake-16k", "chatcmpl-1", true);
+            let text = events.concat();
+            assert_eq!(response_from_sse(&text).unwrap(), r);
+            // The same as what the non-streamed body reads back to.
+            let unstreamed = response_from_json(&response_to_json(&r, "m", "i")).unwrap();
+            assert_eq!(response_from_sse(&text).unwrap(), unstreamed);
+            // CRLF line ends are read the same.
+            assert_eq!(response_from_sse(&text.replace('\n', "\r\n")).unwrap(), r);
+            // Deterministic.
+            assert_eq!(
+                response_to_sse_events(&r, "fake-16k", "chatcmpl-1", true),
+                events
+            );
+        }
+    }
+
+    #[test]
+    fn stream_wire_shape() {
+        let r = &varied_responses()[3];
+        let events = response_to_sse_events(r, "fake-16k", "chatcmpl-7", true);
+        assert!(events
+            .iter()
+            .all(|e| e.starts_with("data: ") && e.ends_with("\n\n")));
+        assert_eq!(events.last().map(String::as_str), Some("data: [DONE]\n\n"));
+        let chunks: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .map(|e| serde_json::from_str(e.trim_start_matches("data: ").trim()).unwrap())
+            .collect();
+        for c in &chunks {
+            assert_eq!(c["object"], "chat.completion.chunk");
+            assert_eq!(c["id"], "chatcmpl-7");
+            assert_eq!(c["model"], "fake-16k");
+        }
+        assert_eq!(
+            chunks[0]["choices"][0]["delta"],
+            json!({"role": "assistant", "content": ""})
+        );
+        let text_deltas: Vec<&str> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert!(text_deltas.len() > 3, "{text_deltas:?}");
+        assert_eq!(text_deltas.concat(), r.message.content);
+        let calls: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+            .collect();
+        // First fragment of each call: index, id, type, name; then argument fragments only.
+        assert_eq!(
+            calls[0],
+            &json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}})
+        );
+        assert_eq!(calls[1]["index"], 0);
+        assert!(calls[1].get("id").is_none());
+        assert!(calls[1]["function"].get("name").is_none());
+        let args_a: String = calls
+            .iter()
+            .filter(|c| c["index"] == 0)
+            .filter_map(|c| c["function"]["arguments"].as_str())
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&args_a).unwrap(),
+            r.message.tool_calls[0].arguments
+        );
+        assert_eq!(
+            calls.iter().filter(|c| c["index"] == 0).count(),
+            1 + ARGUMENT_FRAGMENTS
+        );
+        let finish = &chunks[chunks.len() - 2];
+        assert_eq!(finish["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(finish["choices"][0]["delta"], json!({}));
+        assert!(finish["usage"].is_null());
+        let usage = &chunks[chunks.len() - 1];
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(
+            usage["usage"],
+            json!({"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45})
+        );
+        // A tool-call-only answer opens with `content: null`.
+        let tool_only = &varied_responses()[1];
+        let first = &response_to_sse_events(tool_only, "m", "i", false)[0];
+        assert!(first.contains(r#""content":null"#), "{first}");
+
+        // Without include_usage: no usage anywhere, and the stream cannot be read back.
+        let events = response_to_sse_events(r, "fake-16k", "chatcmpl-7", false);
+        assert!(events.iter().all(|e| !e.contains("usage")));
+        match response_from_sse(&events.concat()) {
+            Err(SseError::Malformed(e)) => assert!(e.message.contains("include_usage"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cut_stream_is_malformed() {
+        let r = &varied_responses()[3];
+        let events = response_to_sse_events(r, "m", "i", true);
+        for cut in [0, 1, events.len() / 2, events.len() - 1] {
+            let mut text = events[..cut].concat();
+            // And half of the next event, as a connection cut mid-write leaves it.
+            let next = &events[cut];
+            text.push_str(&next[..next.len() / 2]);
+            match response_from_sse(&text) {
+                Err(SseError::Malformed(e)) => assert!(e.message.contains("[DONE]"), "{e}"),
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+        let bad_json = "data: <html>502</html>\n\n";
+        assert!(matches!(
+            response_from_sse(bad_json),
+            Err(SseError::Malformed(_))
+        ));
+        assert_eq!(
+            SseError::Malformed(bad("x")).into_provider_error().kind(),
+            "malformed"
+        );
+    }
+
+    #[test]
+    fn a_failure_after_output_streams_the_partial_text_then_the_error() {
+        let err = ProviderError::ContextOverflow {
+            limit: Some(16_384),
+            requested: Some(17_000),
+            input_tokens: Some(12_904),
+            message: "This model's maximum context length is 16384 tokens. However, you requested 17000 tokens (12904 in the messages, 4096 in the completion).".into(),
+            partial_output: Some("I started to fix it.".into()),
+        };
+        let events = failure_to_sse_events(&err, "m", "i", true);
+        assert!(!events.concat().contains("[DONE]"));
+        match response_from_sse(&events.concat()) {
+            Err(SseError::Failed(back)) => assert_eq!(back, err),
+            other => panic!("{other:?}"),
+        }
+        // A foreign server's error event (no typed member): classified, and the streamed
+        // text becomes the partial output.
+        let mut last: Value =
+            serde_json::from_str(events.last().unwrap().trim_start_matches("data: ")).unwrap();
+        last["error"].as_object_mut().unwrap().remove("ctxbench");
+        let mut foreign = events[..events.len() - 1].concat();
+        foreign.push_str(&sse_data(&last));
+        match response_from_sse(&foreign) {
+            Err(SseError::Failed(back)) => assert_eq!(back, err),
+            other => panic!("{other:?}"),
+        }
+        let server = sse_data(&json!({"error": {"message": "boom", "type": "server_error"}}));
+        assert!(matches!(
+            response_from_sse(&server),
+            Err(SseError::Failed(ProviderError::Server { status: 500, .. }))
+        ));
+    }
+
+    #[test]
+    fn event_stream_parsing_rules() {
+        let text = ": keep-alive\nevent: a\ndata: 1\ndata:2\n\nid: 9\ndata: x\r\n\r\n\nevent: lonely\n\ndata: unterminated";
+        assert_eq!(
+            sse_events(text),
+            vec![
+                SseEvent {
+                    event: Some("a".into()),
+                    data: "1\n2".into()
+                },
+                SseEvent {
+                    event: None,
+                    data: "x".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn text_pieces_and_fragments_concatenate_back() {
+        for text in [
+            "",
+            " ",
+            "one",
+            "two words",
+            "  lead and trail  ",
+            "a\n\nb\tc — 日本語 🚀",
+        ] {
+            let pieces = text_pieces(text);
+            assert_eq!(pieces.concat(), text);
+            assert!(pieces.iter().all(|p| !p.is_empty()));
+            for n in [1, 2, 3, 50] {
+                let f = fragments(text, n);
+                assert_eq!(f.concat(), text);
+                assert!(f.len() <= n && f.iter().all(|p| !p.is_empty()));
+            }
+        }
+        assert_eq!(text_pieces("a b  c"), vec!["a ", "b  ", "c"]);
+        assert_eq!(fragments("abcdef", 3), vec!["ab", "cd", "ef"]);
     }
 
     fn all_errors() -> Vec<ProviderError> {

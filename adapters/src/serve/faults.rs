@@ -7,13 +7,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HttpFault {
-    /// 429 in OpenAI's shape, with `Retry-After` (whole seconds, rounded up) and
-    /// `retry-after-ms`.
+    /// 429 in the addressed wire's shape, with `Retry-After` (whole seconds, rounded up)
+    /// and `retry-after-ms`.
     RateLimit {
         /// The wait asked for, in milliseconds.
         retry_after_ms: u64,
     },
-    /// A 5xx (500, 502, 503, …) with an OpenAI-shaped `server_error` body.
+    /// A 5xx (500, 502, 503, 529, …): an OpenAI `server_error` body, or Anthropic's
+    /// `api_error` (`overloaded_error` for 529).
     ServerError {
         /// HTTP status.
         status: u16,
@@ -25,14 +26,16 @@ pub enum HttpFault {
         ms: u64,
     },
     /// 200 with valid headers declaring the full length, then half the JSON, then the
-    /// connection is cut.
+    /// connection is cut. On a streamed request: a 200 event stream cut mid-event.
     TruncatedBody,
-    /// 200 with `content-type: application/json` and a body that is not JSON.
+    /// 200 with `content-type: application/json` and a body that is not JSON. On a
+    /// streamed request: an event stream whose event is not JSON.
     MalformedBody,
 }
 
-/// A fault at the N-th chat request (1-based) of a trial key, counting every HTTP request
-/// for that key, faulted ones included — so a retry of a faulted request is request N+1.
+/// A fault at the N-th completion request (1-based) of a trial key, counting every
+/// completion request for that key on either wire, faulted ones included — so a retry of a
+/// faulted request is request N+1. `count_tokens` requests are not counted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledFault {
     /// 1-based request index within the key.
@@ -54,7 +57,8 @@ pub struct RandomFaults {
     pub kinds: Vec<HttpFault>,
 }
 
-/// The server-wide fault plan; a [`super::ScriptResolver`] may add faults per key.
+/// The server-wide fault plan; a [`super::BackendResolver`] (or [`super::ScriptResolver`])
+/// may add faults per key.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FaultPlan {
     /// Faults by request index, applied to every key.

@@ -23,8 +23,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxbench_adapters::capabilities::{ModelCapabilities, Provenance};
-use ctxbench_adapters::estimate::{RequestEstimator, TokenLedger};
-use ctxbench_adapters::{Message, Provider, ProviderError, Role, ToolDefinition};
+use ctxbench_adapters::estimate::{Confidence, EstimationMethod, RequestEstimator, TokenLedger};
+use ctxbench_adapters::{Message, ModelRequest, Provider, ProviderError, Role, ToolDefinition};
 
 use super::checkpoint::{range_hash, Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
 use super::compaction::{
@@ -137,7 +137,15 @@ pub struct ReferenceEngine {
     /// (`[i]` = tokens of entries `..i`), so a request's history costs one subtraction
     /// and a long session's accounting stays linear.
     token_ledger: std::sync::Mutex<TokenLedger>,
+    /// Whether the provider counts requests exactly (Anthropic `count_tokens`): `None`
+    /// until asked once, then remembered for the session (a provider without the endpoint
+    /// answers `None` and is not asked again).
+    exact_counting: Option<bool>,
 }
+
+/// At most this many exact counts per physical request: count, re-plan with the learned
+/// ratio, count the re-planned request. A third disagreement is sent as planned.
+const MAX_EXACT_COUNTS_PER_REQUEST: u32 = 3;
 
 fn summarizer_for(config: &EngineConfig) -> Box<dyn Summarizer> {
     match config.context.strategy {
@@ -181,6 +189,7 @@ impl ReferenceEngine {
             checkpoint_writes: 0,
             calibration: 1.0,
             token_ledger: std::sync::Mutex::new(TokenLedger::default()),
+            exact_counting: None,
         })
     }
 
@@ -468,6 +477,27 @@ impl ReferenceEngine {
             if self.session.drop_checkpoint().is_ok() {
                 events.emit(EngineEvent::CheckpointRejected { reason });
             }
+        }
+    }
+
+    /// The provider's exact count of `request`, when it offers one (seed 000 §Token
+    /// estimation: a provider tokenizer is preferred to a local one). A provider without
+    /// the endpoint is asked once per session; a failed count falls back to the local
+    /// estimate for this request (the send itself will surface a real outage).
+    async fn exact_count(&mut self, request: &ModelRequest, provider: &dyn Provider) -> Option<u64> {
+        if self.exact_counting == Some(false) {
+            return None;
+        }
+        match provider.count_tokens(request).await {
+            Ok(Some(n)) => {
+                self.exact_counting = Some(true);
+                Some(n)
+            }
+            Ok(None) => {
+                self.exact_counting = Some(false);
+                None
+            }
+            Err(_) => None,
         }
     }
 
@@ -948,12 +978,41 @@ impl ReferenceEngine {
                 } else {
                     snapshot
                 };
-                let projection = match self
+                let mut prepared = self
                     .prepare(
                         snapshot, turn_start, round, target, trigger, &mut state, provider, events,
                     )
-                    .await
-                {
+                    .await;
+                // With an exact counter, the local estimate only plans: count the planned
+                // request, adopt the exact ratio, and re-plan while the count and the plan
+                // disagree (the re-plan compacts when the exact count shows it over).
+                let mut exact = false;
+                let mut counts = 0;
+                while let Ok(p) = &prepared {
+                    if counts == MAX_EXACT_COUNTS_PER_REQUEST {
+                        break;
+                    }
+                    let Some(n) = self.exact_count(&p.request, provider).await else {
+                        break;
+                    };
+                    counts += 1;
+                    exact = true;
+                    if p.raw_total > 0 {
+                        self.calibration = n as f64 / p.raw_total as f64;
+                    }
+                    let planned = p.budget.total;
+                    if n.abs_diff(planned) <= planned / 100 + 1 {
+                        break;
+                    }
+                    exact = false;
+                    prepared = self
+                        .prepare(
+                            snapshot, turn_start, round, target, trigger, &mut state, provider,
+                            events,
+                        )
+                        .await;
+                }
+                let projection = match prepared {
                     Ok(p) => p,
                     Err(outcome) => {
                         return match (attempt, outcome) {
@@ -977,8 +1036,20 @@ impl ReferenceEngine {
                     model: self.config.model.model.clone(),
                     window_source: self.window_source().into(),
                     estimator: self.estimator.kind().as_str().into(),
-                    estimation_method: self.estimator.method().as_str().into(),
-                    confidence: self.estimator.confidence().as_str().into(),
+                    estimation_method: if exact {
+                        EstimationMethod::ProviderTokenizer
+                    } else {
+                        self.estimator.method()
+                    }
+                    .as_str()
+                    .into(),
+                    confidence: if exact {
+                        Confidence::Exact
+                    } else {
+                        self.estimator.confidence()
+                    }
+                    .as_str()
+                    .into(),
                     budget,
                     retained_messages: projection.retained_messages,
                     checkpoint_id: if self.config.mode == Mode::Compact {
@@ -1464,5 +1535,140 @@ mod tests {
             events.0.last(),
             Some(EngineEvent::SessionRestored { messages: 2, .. })
         ));
+    }
+
+    /// A provider with an exact counter that counts twice what the local estimator does
+    /// (as a model with a very different tokenizer would), or no counter at all.
+    struct Counted {
+        inner: FakeProvider,
+        factor: Option<u64>,
+        counts: std::sync::atomic::AtomicU64,
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for Counted {
+        fn name(&self) -> &str {
+            "counted"
+        }
+        async fn complete(
+            &self,
+            request: &ModelRequest,
+        ) -> Result<ctxbench_adapters::ModelResponse, ProviderError> {
+            self.inner.complete(request).await
+        }
+        async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
+            self.counts
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let local = RequestEstimator::new(lookup("fake-16k").estimator).request_tokens(request);
+            Ok(self.factor.map(|f| local * f))
+        }
+    }
+
+    fn long_turns(n: usize) -> (Vec<String>, FakeProvider) {
+        let users: Vec<String> = (0..n)
+            .map(|t| {
+                (0..600)
+                    .map(|w| format!("w{t}x{w}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let provider = FakeProvider::new(FakeScript {
+            model: "fake-16k".into(),
+            context_window: 1 << 20,
+            turns: users
+                .iter()
+                .map(|u| FakeTurn {
+                    user: u.clone(),
+                    replies: vec![FakeReply::Text { text: "ok".into() }],
+                })
+                .collect(),
+            ..Default::default()
+        });
+        (users, provider)
+    }
+
+    #[tokio::test]
+    async fn an_exact_counter_steers_the_budget_and_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = engine(dir.path(), Mode::Compact);
+        let (users, inner) = long_turns(4);
+        let provider = Counted {
+            inner,
+            factor: Some(2),
+            counts: Default::default(),
+        };
+        let mut tools = EditsInstructions(dir.path().join("unused"));
+        let mut events = Events(Vec::new());
+        for u in &users {
+            let out = e
+                .run_turn(
+                    u,
+                    TurnIo {
+                        provider: &provider,
+                        tools: &mut tools,
+                        events: &mut events,
+                    },
+                )
+                .await;
+            assert!(matches!(out, TurnOutcome::Completed { .. }), "{out:?}");
+        }
+        let budgets: Vec<&Budgeted> = events
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::Budgeted(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(budgets.len(), 4);
+        for b in &budgets {
+            assert_eq!((b.confidence.as_str(), b.estimation_method.as_str()), ("exact", "provider-tokenizer"));
+            assert!(b.budget.total <= b.budget.available_input, "{:?}", b.budget);
+        }
+        // Locally each turn is ~2,800 tokens of a 15,360-token allowance, so four turns
+        // would fit; counted exactly (×2) they do not, and the engine compacts first.
+        assert!(
+            events
+                .0
+                .iter()
+                .any(|e| matches!(e, EngineEvent::CompactionCompleted(_))),
+            "the exact count forced a compaction"
+        );
+        assert!(provider.counts.load(std::sync::atomic::Ordering::SeqCst) >= 4);
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_a_counter_is_asked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = engine(dir.path(), Mode::Compact);
+        let (users, inner) = long_turns(3);
+        let provider = Counted {
+            inner,
+            factor: None,
+            counts: Default::default(),
+        };
+        let mut tools = EditsInstructions(dir.path().join("unused"));
+        let mut events = Events(Vec::new());
+        for u in &users {
+            e.run_turn(
+                u,
+                TurnIo {
+                    provider: &provider,
+                    tools: &mut tools,
+                    events: &mut events,
+                },
+            )
+            .await;
+        }
+        assert_eq!(provider.counts.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(events.0.iter().all(|e| match e {
+            EngineEvent::Budgeted(b) => b.confidence == "estimated",
+            _ => true,
+        }));
+        assert!(!events
+            .0
+            .iter()
+            .any(|e| matches!(e, EngineEvent::CompactionCompleted(_))));
     }
 }

@@ -23,6 +23,11 @@ pub const PROTOCOL_VERSION: &str = "ctxbench.agent/1";
 pub struct ModelEndpoint {
     /// OpenAI-compatible base URL (`…/v1`): requests go to `{base_url}/chat/completions`.
     pub base_url: String,
+    /// The same model in the Anthropic Messages wire format, for runtimes that speak it
+    /// (`{anthropic_base_url}/v1/messages`, `…/v1/messages/count_tokens`; the Anthropic
+    /// SDKs append `/v1` themselves). Absent when ctxbench did not serve it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anthropic_base_url: Option<String>,
     /// Model name to send.
     pub name: String,
     /// Context window in tokens.

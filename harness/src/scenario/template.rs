@@ -123,6 +123,22 @@ pub(crate) fn parse(text: &str) -> Result<Template, Vec<PlaceholderError>> {
                 rest = &after[body.len() + 1..];
             }
             None => {
+                if let Some(name) = ["filler:", "fact:"].iter().find(|n| after.starts_with(**n)) {
+                    // `{filler: {tokens: 140}}` or `{fact: x}`: a known placeholder name
+                    // glued to its colon is never JSON (JSON quotes its keys) — it is a
+                    // placeholder written in the step-mapping form, which would otherwise
+                    // reach the model as literal text.
+                    let written = written_extent(&rest[pos..]);
+                    errors.push(PlaceholderError {
+                        written: written.to_string(),
+                        message: format!(
+                            "`{written}` is not a placeholder: inside a text, `{{{name}…}}` takes an argument without spaces or braces"
+                        ),
+                        expected: format!(
+                            "{FORMS}; the mapping form `{{filler: {{tokens: N}}}}` is only valid as a whole step value, e.g. `- user: {{filler: {{tokens: 140}}}}`"
+                        ),
+                    });
+                }
                 literal.push('{');
                 rest = after;
             }
@@ -137,6 +153,25 @@ pub(crate) fn parse(text: &str) -> Result<Template, Vec<PlaceholderError>> {
     } else {
         Err(errors)
     }
+}
+
+/// `text` (starting at a `{`) up to its balancing `}` (or the line's end), for messages.
+fn written_extent(text: &str) -> &str {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return &text[..=i];
+                }
+            }
+            '\n' => return &text[..i],
+            _ => {}
+        }
+    }
+    text
 }
 
 /// The text between `{` and `}` when it has the placeholder shape `name` or `name:arg`:
@@ -297,5 +332,15 @@ mod tests {
                 "{j}"
             ]
         );
+    }
+
+    #[test]
+    fn mapping_form_inside_text_is_an_error() {
+        let errs = parse("see {filler: {tokens: 140}} and {fact: region}\nmore").unwrap_err();
+        let written: Vec<_> = errs.iter().map(|e| e.written.as_str()).collect();
+        assert_eq!(written, vec!["{filler: {tokens: 140}}", "{fact: region}"]);
+        assert!(errs[0].expected.contains("whole step value"), "{:?}", errs[0]);
+        // Quoted JSON keys and other names stay literal.
+        assert!(parse(r#"{"filler": {"tokens": 1}} {fillers: 2} { filler: 3 }"#).is_ok());
     }
 }

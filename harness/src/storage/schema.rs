@@ -347,6 +347,10 @@ pub struct TrialStats {
     pub transcript_hash: String,
     /// Messages in the final transcript.
     pub transcript_messages: u64,
+    /// What the HTTP retry layer did for this trial (attempts, retries by kind,
+    /// give-ups); absent for the in-process fake, which has no transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<ctxbench_adapters::resilience::ResilienceStats>,
 }
 
 /// `trials.jsonl`: one line per finished trial.
