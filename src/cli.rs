@@ -30,7 +30,8 @@ pub enum Command {
     /// Run the suite against the reference engine and every deliberately broken variant;
     /// print which graders caught which mutant and the mutation score (exit 1 below 100%).
     Selftest(SelftestArgs),
-    /// Serve the fake provider over HTTP in the OpenAI wire format (loopback by default),
+    /// Serve the fake provider over HTTP in the OpenAI and Anthropic wire formats, streaming or
+    /// not (loopback by default),
     /// with HTTP fault injection; prints `CTXBENCH_FAKE_URL=…` once it listens.
     ServeFake(ServeFakeArgs),
     /// The reference engine as an external agent speaking the `ctxbench.agent/1` protocol

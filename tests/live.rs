@@ -15,6 +15,8 @@ use support::{csv_split, ctxbench, text, without_timing};
 struct FakeServer {
     child: Child,
     url: String,
+    /// The same fake in the Anthropic Messages wire (no `/v1`: the client adds it).
+    anthropic_url: String,
 }
 
 impl FakeServer {
@@ -28,16 +30,22 @@ impl FakeServer {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("CTXBENCH_FAKE_URL=")
-            .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
-            .to_string();
-        FakeServer { child, url }
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut read = |prefix: &str| {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
+                .to_string()
+        };
+        let url = read("CTXBENCH_FAKE_URL=");
+        let anthropic_url = read("CTXBENCH_FAKE_ANTHROPIC_URL=");
+        FakeServer {
+            child,
+            url,
+            anthropic_url,
+        }
     }
 }
 
@@ -73,12 +81,14 @@ fn run(dir: &Path, out: &str, provider: &[&str], extra: &[&str]) -> std::process
         .args(&args)
         .current_dir(dir)
         .env("OPENAI_API_KEY", CANARY)
+        .env("ANTHROPIC_API_KEY", CANARY)
         .env("NO_COLOR", "1")
         .output()
         .unwrap()
 }
 
-/// A report CSV without timing columns and without the provider's name (fake vs openai).
+/// A report CSV without timing columns, the provider's name (fake vs openai) and the
+/// retry layer's counters (there is none in process).
 fn comparable(run: &Path, name: &str) -> String {
     let csv = std::fs::read_to_string(run.join("report").join(name)).unwrap();
     let rows = csv_split(&without_timing(&csv).replace('\u{1f}', ","));
@@ -86,7 +96,9 @@ fn comparable(run: &Path, name: &str) -> String {
     let drop: Vec<usize> = header
         .iter()
         .enumerate()
-        .filter(|(_, h)| h.as_str() == "provider")
+        .filter(|(_, h)| {
+            h.as_str() == "provider" || h.starts_with("retries") || h.as_str() == "http_attempts"
+        })
         .map(|(i, _)| i)
         .collect();
     rows.iter()
@@ -159,6 +171,55 @@ fn openai_adapter_against_serve_fake_matches_the_in_process_fake() {
     assert!(manifest.contains("OPENAI_API_KEY"), "{manifest}");
     drop(server);
     assert_no_canary(dir.path(), &[&http, &local]);
+}
+
+/// The Anthropic Messages wire end to end: `--provider anthropic` against serve-fake's
+/// `/v1/messages`, with its `count_tokens` endpoint as the engine's exact estimator — every
+/// sent request is planned on the provider's own count, so the estimate the budget used
+/// equals the usage the provider then reports.
+#[test]
+fn anthropic_wire_with_exact_counts_against_serve_fake() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(dir.path(), &[]);
+    let o = run(
+        dir.path(),
+        "anthropic",
+        &["--provider", "anthropic", "--base-url", &server.anthropic_url],
+        &[],
+    );
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    let run_dir = dir.path().join("anthropic");
+    let trials = std::fs::read_to_string(run_dir.join("trials.jsonl")).unwrap();
+    assert_eq!(trials.lines().count(), SCENARIOS.len() * 3, "{trials}");
+    for l in trials.lines() {
+        let t: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_ne!(t["outcome"]["status"], "errored", "{t}");
+        assert_eq!(t["stats"]["infrastructure"]["gave_up"], 0, "{t}");
+    }
+    let mut exact = 0;
+    for l in std::fs::read_to_string(run_dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        if r["sent"] != true || r["purpose"] != "turn" {
+            continue;
+        }
+        assert_eq!(r["confidence"], "exact", "{r}");
+        assert_eq!(r["estimation_method"], "provider-tokenizer", "{r}");
+        if let Some(used) = r["provider_input_tokens"].as_u64() {
+            let planned = r["budget"]["total"].as_u64().unwrap();
+            // The budget's total is the provider's count of the request sent (the
+            // categories are rescaled to it).
+            assert_eq!(planned, used, "{r}");
+            exact += 1;
+        }
+    }
+    assert!(exact > 20, "{exact} answered requests");
+    let manifest = std::fs::read_to_string(run_dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("ANTHROPIC_API_KEY"), "{manifest}");
+    drop(server);
+    assert_no_canary(dir.path(), &[&o]);
 }
 
 #[test]

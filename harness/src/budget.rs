@@ -88,11 +88,51 @@ impl BudgetBreakdown {
         self.total = self.mandatory() + self.memory + self.recent_tail;
         self
     }
+
+    /// The same breakdown with `total` set to an exact count (a provider's `count_tokens`):
+    /// every category is scaled by `total / self.total` (rounded down) and `framing` takes
+    /// the rounding remainder, so the categories still sum to the total.
+    pub fn scaled_to(mut self, total: u64) -> Self {
+        let old = self.with_total().total;
+        if old == 0 {
+            self.framing = total;
+            return self.with_total();
+        }
+        let scale = |x: u64| ((x as u128 * total as u128) / old as u128) as u64;
+        self.instructions = scale(self.instructions);
+        self.memory = scale(self.memory);
+        self.recent_tail = scale(self.recent_tail);
+        self.current_request = scale(self.current_request);
+        self.tool_schemas = scale(self.tool_schemas);
+        self.continuation = scale(self.continuation);
+        self.framing = 0;
+        let rest = self.with_total().total;
+        self.framing = total - rest;
+        self.with_total()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaling_to_an_exact_count_keeps_the_categories_summing() {
+        let mut b = BudgetBreakdown::new(16384, 512, 1024);
+        b.instructions = 100;
+        b.recent_tail = 900;
+        b.current_request = 33;
+        b.framing = 3;
+        let b = b.with_total();
+        for exact in [0, 1, 517, 1036, 1500, 99_999] {
+            let s = b.scaled_to(exact);
+            assert_eq!(s.total, exact);
+            assert_eq!(s.with_total().total, exact);
+            assert_eq!(s.available_input, b.available_input);
+        }
+        let s = b.scaled_to(2072);
+        assert_eq!((s.instructions, s.recent_tail, s.current_request), (200, 1800, 66));
+    }
 
     #[test]
     fn reserve_is_subtracted_once() {

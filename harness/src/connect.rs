@@ -136,7 +136,9 @@ impl ProviderSpec {
 
 impl std::str::FromStr for ProviderSpec {
     type Err = String;
-    /// `fake`, `openai[:MODEL]`, `anthropic:MODEL`, `deepseek:MODEL`, `ollama:MODEL`.
+    /// `fake`, `openai[:MODEL]`, `anthropic[:MODEL]`, `deepseek:MODEL`, `ollama:MODEL`.
+    /// Without a model, each scenario's own model name is sent — meant for
+    /// `ctxbench serve-fake` (Anthropic's real API needs one: see [`Services::connect`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (kind, model) = match s.split_once(':') {
             Some((k, m)) if !m.trim().is_empty() => (k, Some(m.trim().to_string())),
@@ -168,11 +170,6 @@ impl std::str::FromStr for ProviderSpec {
                 ))
             }
         };
-        if let ProviderSpec::Http(h) = &spec {
-            if h.wire == Wire::Anthropic && h.model.is_none() {
-                return Err("`anthropic` needs a model, e.g. anthropic:claude-sonnet-4-0".into());
-            }
-        }
         Ok(spec)
     }
 }
@@ -265,6 +262,14 @@ impl Services {
                 sut: Default::default(),
                 http: None,
             });
+        }
+        if h.wire == Wire::Anthropic && h.model.is_none() && h.base_url.is_none() {
+            return Err(
+                "`anthropic` needs a model, e.g. anthropic:claude-sonnet-4-0 (without one, each \
+                 scenario's model name is sent, which only a --base-url such as \
+                 `ctxbench serve-fake` knows)"
+                    .into(),
+            );
         }
         let local = h.base_url.as_deref().is_some_and(is_loopback);
         let key_env = h
@@ -389,7 +394,20 @@ mod tests {
             let spec: ProviderSpec = s.parse().unwrap();
             assert_eq!(ProviderSpec::from_config(&spec.config()).unwrap(), spec);
         }
-        assert!("anthropic".parse::<ProviderSpec>().is_err());
+        // Without a model only against a --base-url (ctxbench serve-fake).
+        let bare: ProviderSpec = "anthropic".parse().unwrap();
+        let settings = HttpSettings {
+            max_in_flight: 1,
+            max_attempts: 1,
+            attempt_timeout: Duration::from_secs(1),
+            jitter_seed: 0,
+        };
+        let err = Services::connect(&bare, None, &settings).unwrap_err();
+        assert!(err.contains("needs a model"), "{err}");
+        let local = bare
+            .with_base_url(Some("http://127.0.0.1:9".into()))
+            .unwrap();
+        assert!(Services::connect(&local, None, &settings).is_ok());
         assert!("gemini:x".parse::<ProviderSpec>().is_err());
         let local = "openai"
             .parse::<ProviderSpec>()

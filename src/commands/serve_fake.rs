@@ -52,11 +52,18 @@ pub fn serve_fake(args: ServeFakeArgs) -> anyhow::Result<i32> {
         let (_, handle) = server.spawn_on(listener).context("starting the server")?;
         let mut out = std::io::stdout();
         writeln!(out, "CTXBENCH_FAKE_URL={}", handle.base_url())?;
+        writeln!(
+            out,
+            "CTXBENCH_FAKE_ANTHROPIC_URL={}",
+            handle.anthropic_base_url()
+        )?;
         out.flush()?;
         eprintln!(
-            "serving the fake provider at {} (per trial: {}/t/<scenario>~<trial-seed>~<mode>~<trial>/v1); Ctrl-C stops",
+            "serving the fake provider at {} (OpenAI chat completions; per trial: {}/t/<scenario>~<trial-seed>~<mode>~<trial>/v1) \
+             and {} (Anthropic messages and count_tokens); Ctrl-C stops",
             handle.base_url(),
-            format_args!("http://{}", handle.addr())
+            format_args!("http://{}", handle.addr()),
+            handle.anthropic_base_url(),
         );
         tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
         handle.shutdown().await;

@@ -41,7 +41,9 @@ pub struct ProjectionInput<'a> {
     pub requested_output: u64,
     /// Safety buffer.
     pub buffer: u64,
-    /// Calibration factor learned from provider usage (≥ 1; 1 = the raw estimator).
+    /// Calibration factor: learned from provider usage (then ≥ 1, never trusting the
+    /// estimator to overcount) or set from a provider's exact count (any positive ratio);
+    /// 1 = the raw estimator.
     pub calibration: f64,
 }
 
@@ -89,7 +91,7 @@ pub fn project(input: &ProjectionInput<'_>, estimator: &RequestEstimator) -> Pro
     budget.tool_schemas = estimator.tools_tokens(input.tools);
     budget.framing = RequestEstimator::request_priming();
     let raw_total = budget.with_total().total;
-    if input.calibration > 1.0 {
+    if input.calibration > 0.0 && input.calibration != 1.0 {
         let scale = |x: u64| (x as f64 * input.calibration).ceil() as u64;
         budget.instructions = scale(budget.instructions);
         budget.memory = scale(budget.memory);

@@ -143,8 +143,8 @@ pub struct ReferenceEngine {
     exact_counting: Option<bool>,
 }
 
-/// At most this many exact counts per physical request: count, re-plan with the learned
-/// ratio, count the re-planned request. A third disagreement is sent as planned.
+/// At most this many exact counts per physical request: count, re-plan (compact) with the
+/// learned ratio while the count is over the allowance. Past it, the last count stands.
 const MAX_EXACT_COUNTS_PER_REQUEST: u32 = 3;
 
 fn summarizer_for(config: &EngineConfig) -> Box<dyn Summarizer> {
@@ -348,7 +348,7 @@ impl ReferenceEngine {
         p.request.messages = ctxbench_adapters::wrapper::wrap_messages(&p.request.messages);
         let wrapped_raw = self.estimator.request_tokens(&p.request);
         let overhead = wrapped_raw.saturating_sub(p.raw_total);
-        p.budget.framing += (overhead as f64 * self.calibration.max(1.0)).ceil() as u64;
+        p.budget.framing += (overhead as f64 * self.calibration).ceil() as u64;
         p.budget = p.budget.with_total();
         p.raw_total = wrapped_raw.max(p.raw_total);
     }
@@ -984,33 +984,38 @@ impl ReferenceEngine {
                     )
                     .await;
                 // With an exact counter, the local estimate only plans: count the planned
-                // request, adopt the exact ratio, and re-plan while the count and the plan
-                // disagree (the re-plan compacts when the exact count shows it over).
-                let mut exact = false;
+                // request and learn the ratio; when the count shows it over the allowance in
+                // compact mode, re-plan with that ratio — which compacts — and count again.
+                // The budget then reports the count (categories rescaled proportionally).
+                let mut counted = None;
                 let mut counts = 0;
                 while let Ok(p) = &prepared {
-                    if counts == MAX_EXACT_COUNTS_PER_REQUEST {
-                        break;
-                    }
                     let Some(n) = self.exact_count(&p.request, provider).await else {
                         break;
                     };
                     counts += 1;
-                    exact = true;
+                    counted = Some(n);
                     if p.raw_total > 0 {
                         self.calibration = n as f64 / p.raw_total as f64;
                     }
-                    let planned = p.budget.total;
-                    if n.abs_diff(planned) <= planned / 100 + 1 {
+                    let allowance = target
+                        .unwrap_or(p.budget.available_input)
+                        .min(p.budget.available_input);
+                    let over = self.config.mode == Mode::Compact && n > allowance;
+                    if !over || counts == MAX_EXACT_COUNTS_PER_REQUEST {
                         break;
                     }
-                    exact = false;
+                    counted = None;
                     prepared = self
                         .prepare(
                             snapshot, turn_start, round, target, trigger, &mut state, provider,
                             events,
                         )
                         .await;
+                }
+                let exact = counted.is_some();
+                if let (Some(n), Ok(p)) = (counted, &mut prepared) {
+                    p.budget = p.budget.scaled_to(n);
                 }
                 let projection = match prepared {
                     Ok(p) => p,
