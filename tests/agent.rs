@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ctxbench, text};
+use support::{ctxbench, text, FakeServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ctxbench");
 
@@ -99,6 +99,53 @@ fn ctxbench_agent_reproduces_the_in_process_verdicts_on_the_builtin_suite() {
         compared += 1;
     }
     assert!(compared >= 60, "{compared}");
+}
+
+/// With an HTTP provider, ctxbench is the agent's model as a recording proxy: the agent
+/// talks to the per-trial loopback endpoint, ctxbench forwards to the upstream (here
+/// `serve-fake`, standing in for a real model) behind its retry layer, and records what
+/// the agent sent. The verdicts equal those with the fake served directly, a cassette
+/// records the upstream's answers, and a replay needs no upstream at all.
+#[test]
+fn an_external_agent_reaches_an_upstream_model_through_the_recording_proxy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sut = exec_sut();
+    let scenarios = ["--scenario", "tool-pressure", "--scenario", "overflow-retry"];
+    let served = |out: &str, extra: &[&str]| {
+        let mut args = vec!["--sut", sut.as_str(), "--agent-timeout", "60"];
+        args.extend_from_slice(&scenarios);
+        args.extend_from_slice(extra);
+        trials(&run(tmp.path(), out, &args))
+    };
+    let direct = served("direct", &[]);
+    let upstream = FakeServer::start(tmp.path(), &[]);
+    let cassette = tmp.path().join("proxy.cassette");
+    let cassette = cassette.to_str().unwrap();
+    let proxied = served(
+        "proxied",
+        &["--provider", "openai", "--base-url", &upstream.url, "--record", cassette],
+    );
+    drop(upstream);
+    let replayed = served(
+        "replayed",
+        &["--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--replay", cassette],
+    );
+    assert_eq!(direct.len(), 6);
+    for (id, t) in &direct {
+        for (name, other) in [("proxied", &proxied), ("replayed", &replayed)] {
+            assert_eq!(verdicts(t), verdicts(&other[id]), "{id}: direct vs {name}");
+            assert_eq!(
+                t["stats"]["requests"], other[id]["stats"]["requests"],
+                "{id}: direct vs {name}"
+            );
+        }
+        // The retry layer sat between the proxy and the upstream.
+        assert!(
+            proxied[id]["stats"]["infrastructure"]["attempts"].as_u64() >= t["stats"]["requests"].as_u64(),
+            "{id}: {}",
+            proxied[id]
+        );
+    }
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> String {

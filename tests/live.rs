@@ -5,56 +5,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use support::{csv_split, ctxbench, text, without_timing};
-
-/// A `ctxbench serve-fake` child, killed on drop.
-struct FakeServer {
-    child: Child,
-    url: String,
-    /// The same fake in the Anthropic Messages wire (no `/v1`: the client adds it).
-    anthropic_url: String,
-}
-
-impl FakeServer {
-    fn start(dir: &Path, extra: &[&str]) -> FakeServer {
-        let stderr = dir.join(format!("serve-fake-{}.log", extra.len()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
-            .arg("serve-fake")
-            .args(extra)
-            .current_dir(dir)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut read = |prefix: &str| {
-            let mut line = String::new();
-            out.read_line(&mut line).unwrap();
-            line.trim()
-                .strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
-                .to_string()
-        };
-        let url = read("CTXBENCH_FAKE_URL=");
-        let anthropic_url = read("CTXBENCH_FAKE_ANTHROPIC_URL=");
-        FakeServer {
-            child,
-            url,
-            anthropic_url,
-        }
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::{csv_split, ctxbench, text, without_timing, FakeServer};
 
 const CANARY: &str = "sk-ctxbench-CANARY-7f3a9c1e5b";
 

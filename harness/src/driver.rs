@@ -567,9 +567,15 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                     });
                 }
                 Step::CorruptCheckpoint { how } => {
-                    if let Err(e) =
-                        crate::session::corrupt_checkpoint(&workdir.join("session"), *how)
-                    {
+                    let session = workdir.join("session");
+                    // An external runtime keeps its session in its own format: ctxbench can
+                    // only damage a checkpoint it knows how to find (`ctxbench agent`'s). For
+                    // any other the step does nothing, and the graders that judge checkpoint
+                    // reuse say not-applicable for lack of events anyway.
+                    if external.is_some() && !crate::session::has_snapshot(&session) {
+                        continue;
+                    }
+                    if let Err(e) = crate::session::corrupt_checkpoint(&session, *how) {
                         infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
                         break;
                     }

@@ -516,6 +516,12 @@ fn write_replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Whether `dir` holds a session in this module's format (its snapshot file exists) —
+/// an external runtime's session directory usually does not.
+pub fn has_snapshot(dir: &Path) -> bool {
+    dir.join(SNAPSHOT).is_file()
+}
+
 /// Damage the stored checkpoint of a session on disk (recovery-scenario fixture). Returns
 /// `false` when there is no checkpoint to damage.
 pub fn corrupt_checkpoint(

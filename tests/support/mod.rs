@@ -1,8 +1,9 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Run the `ctxbench` binary in `dir`.
 pub fn ctxbench(dir: &Path, args: &[&str]) -> Output {
@@ -72,3 +73,51 @@ pub fn csv_split(csv: &str) -> Vec<Vec<String>> {
     }
     rows
 }
+
+/// A `ctxbench serve-fake` child, killed on drop.
+pub struct FakeServer {
+    child: Child,
+    /// The OpenAI-compatible base URL (`…/v1`).
+    pub url: String,
+    /// The same fake in the Anthropic Messages wire (no `/v1`: the client adds it).
+    pub anthropic_url: String,
+}
+
+impl FakeServer {
+    /// Start `ctxbench serve-fake EXTRA…` in `dir` and read the URLs it prints.
+    pub fn start(dir: &Path, extra: &[&str]) -> FakeServer {
+        let stderr = dir.join(format!("serve-fake-{}.log", extra.len()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+            .arg("serve-fake")
+            .args(extra)
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut read = |prefix: &str| {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("serve-fake printed {line:?}"))
+                .to_string()
+        };
+        let url = read("CTXBENCH_FAKE_URL=");
+        let anthropic_url = read("CTXBENCH_FAKE_ANTHROPIC_URL=");
+        FakeServer {
+            child,
+            url,
+            anthropic_url,
+        }
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
