@@ -110,7 +110,12 @@ fn ctxbench_agent_reproduces_the_in_process_verdicts_on_the_builtin_suite() {
 fn an_external_agent_reaches_an_upstream_model_through_the_recording_proxy() {
     let tmp = tempfile::tempdir().unwrap();
     let sut = exec_sut();
-    let scenarios = ["--scenario", "tool-pressure", "--scenario", "overflow-retry"];
+    let scenarios = [
+        "--scenario",
+        "tool-pressure",
+        "--scenario",
+        "overflow-retry",
+    ];
     let served = |out: &str, extra: &[&str]| {
         let mut args = vec!["--sut", sut.as_str(), "--agent-timeout", "60"];
         args.extend_from_slice(&scenarios);
@@ -123,12 +128,26 @@ fn an_external_agent_reaches_an_upstream_model_through_the_recording_proxy() {
     let cassette = cassette.to_str().unwrap();
     let proxied = served(
         "proxied",
-        &["--provider", "openai", "--base-url", &upstream.url, "--record", cassette],
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            &upstream.url,
+            "--record",
+            cassette,
+        ],
     );
     drop(upstream);
     let replayed = served(
         "replayed",
-        &["--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--replay", cassette],
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--replay",
+            cassette,
+        ],
     );
     assert_eq!(direct.len(), 6);
     for (id, t) in &direct {
@@ -141,7 +160,8 @@ fn an_external_agent_reaches_an_upstream_model_through_the_recording_proxy() {
         }
         // The retry layer sat between the proxy and the upstream.
         assert!(
-            proxied[id]["stats"]["infrastructure"]["attempts"].as_u64() >= t["stats"]["requests"].as_u64(),
+            proxied[id]["stats"]["infrastructure"]["attempts"].as_u64()
+                >= t["stats"]["requests"].as_u64(),
             "{id}: {}",
             proxied[id]
         );

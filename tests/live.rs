@@ -138,7 +138,12 @@ fn anthropic_wire_with_exact_counts_against_serve_fake() {
     let o = run(
         dir.path(),
         "anthropic",
-        &["--provider", "anthropic", "--base-url", &server.anthropic_url],
+        &[
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &server.anthropic_url,
+        ],
         &[],
     );
     assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));

@@ -23,7 +23,8 @@ fn adapter() -> Option<String> {
         eprintln!("skipped: CTXBENCH_LLM_BIN is not set (run ci/adapters/llm-cli/install)");
         return None;
     }
-    let script: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/adapters/llm-cli/adapter.py");
+    let script: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/adapters/llm-cli/adapter.py");
     Some(format!("exec:python3 {}", script.display()))
 }
 
@@ -90,5 +91,8 @@ fn the_llm_cli_is_graded_black_box_on_the_suite() {
     // Every request the runtime streamed was recorded with the fake's usage.
     let requests = std::fs::read_to_string(dir.path().join("run/requests.jsonl")).unwrap();
     assert!(requests.lines().count() >= 6, "{requests}");
-    assert!(requests.contains("\"provider_input_tokens\":"), "{requests}");
+    assert!(
+        requests.contains("\"provider_input_tokens\":"),
+        "{requests}"
+    );
 }

@@ -7,13 +7,20 @@
 //! history. Per-message counts are cached by content hash, so each message is tokenized
 //! once and later requests only sum cached counts.
 //!
+//! Every measurement uses estimators that do not share counts with the rest of the process
+//! (`RequestEstimator::unshared`), so each starts cold whatever ran before it. The last
+//! line measures the process-wide memo: a second, independent estimate of the session's
+//! final request (what the harness records as `observed_estimate`) after the engine's
+//! estimator has counted it, with and without a memo shared between the two.
+//!
 //! Run: `cargo bench -p ctxbench-adapters --bench token_accounting [-- TURNS]`
 //! (default 2000; it also runs 2×TURNS and prints the ratio).
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator, TokenLedger};
-use ctxbench_adapters::{ContentHash, Message};
+use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator, SharedCounts, TokenLedger};
+use ctxbench_adapters::{ContentHash, Message, ModelRequest};
 
 fn turn_text(i: usize, words: usize) -> String {
     // Varied prose so BPE merges behave like real text, deterministic per turn.
@@ -68,7 +75,7 @@ fn transcript(turns: usize) -> Vec<Message> {
 
 /// Seconds to tokenize every message once (no cache).
 fn tokenize_once(msgs: &[Message]) -> (f64, u64) {
-    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let e = RequestEstimator::unshared(EstimatorKind::Cl100kBase);
     let t0 = Instant::now();
     let total: u64 = msgs.iter().map(|m| e.message_tokens_uncached(m)).sum();
     (t0.elapsed().as_secs_f64(), total)
@@ -78,7 +85,7 @@ fn tokenize_once(msgs: &[Message]) -> (f64, u64) {
 /// turn's messages enter the transcript (hashed once) and the running [`TokenLedger`]; a
 /// request's history is one `range` — whatever its length.
 fn account_session(msgs: &[Message]) -> (f64, u64) {
-    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let e = RequestEstimator::unshared(EstimatorKind::Cl100kBase);
     let t0 = Instant::now();
     let mut ledger = TokenLedger::default();
     let mut last = 0;
@@ -97,7 +104,7 @@ fn account_session(msgs: &[Message]) -> (f64, u64) {
 /// The same session summing every request's history message by message (cached counts):
 /// what the ledger replaces, for comparison.
 fn account_session_summing(msgs: &[Message]) -> (f64, u64) {
-    let e = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let e = RequestEstimator::unshared(EstimatorKind::Cl100kBase);
     let t0 = Instant::now();
     let mut hashes: Vec<ContentHash> = Vec::with_capacity(msgs.len());
     let mut last = 0;
@@ -109,6 +116,34 @@ fn account_session_summing(msgs: &[Message]) -> (f64, u64) {
             + e.sum_message_tokens(msgs[..end].iter().zip(&hashes));
     }
     (t0.elapsed().as_secs_f64(), last)
+}
+
+/// Seconds for a second estimator to count the session's whole final request after the
+/// engine's estimator counted every message: `shared` gives both one memo (as in a trial),
+/// otherwise the second tokenizes everything again.
+fn second_estimate(msgs: &[Message], shared: bool) -> (f64, u64) {
+    let memo = Arc::new(SharedCounts::new(msgs.len().max(1)));
+    let make = || {
+        if shared {
+            RequestEstimator::sharing(EstimatorKind::Cl100kBase, memo.clone())
+        } else {
+            RequestEstimator::unshared(EstimatorKind::Cl100kBase)
+        }
+    };
+    let engine = make();
+    for m in msgs {
+        engine.message_tokens(m, &m.content_hash());
+    }
+    let req = ModelRequest {
+        model: "m".into(),
+        messages: msgs.to_vec(),
+        tools: vec![],
+        max_output_tokens: 1,
+    };
+    let harness = make();
+    let t0 = Instant::now();
+    let n = harness.request_tokens(&req);
+    (t0.elapsed().as_secs_f64(), n)
 }
 
 fn main() {
@@ -126,7 +161,11 @@ fn main() {
     let (acct_l, _) = account_session(&large);
     let (sum_s, sum_last) = account_session_summing(&small);
     let (sum_l, _) = account_session_summing(&large);
+    let (second_u, n_u) = second_estimate(&small, false);
+    let (second_s, n_s) = second_estimate(&small, true);
     assert_eq!(sum_last, last, "the ledger and per-request sums must agree");
+    assert_eq!(n_u, n_s, "a memoized count is the same count");
+    assert_eq!(n_u, last, "the independent estimate agrees with the ledger");
     println!("token accounting, cl100k_base, {turns} turns ({tokens} transcript tokens)");
     println!("  tokenize transcript once      {:>9.1} ms", once_s * 1e3);
     println!(
@@ -145,5 +184,11 @@ fn main() {
         sum_s * 1e3,
         sum_s / once_s,
         sum_l / sum_s
+    );
+    println!(
+        "  second estimate of the last request: {:.1} ms re-tokenizing, {:.1} ms with the shared memo ({:.0}x)",
+        second_u * 1e3,
+        second_s * 1e3,
+        second_u / second_s.max(1e-9)
     );
 }

@@ -162,14 +162,20 @@ mod tests {
                 params: &null,
             };
             (
-                crate::grader("instructions-outrank-history").unwrap().grade(&ctx),
-                crate::grader("instruction-hash-frozen").unwrap().grade(&ctx),
+                crate::grader("instructions-outrank-history")
+                    .unwrap()
+                    .grade(&ctx),
+                crate::grader("instruction-hash-frozen")
+                    .unwrap()
+                    .grade(&ctx),
             )
         };
         let first = rec.requests[0].row.message_hashes[0].clone();
         let original = rec.messages[&first].content.clone();
-        rec.messages.get_mut(&first).unwrap().content =
-            format!("You are RuntimeX.\n\n<project-instructions>\n{}\n</project-instructions>", original.trim());
+        rec.messages.get_mut(&first).unwrap().content = format!(
+            "You are RuntimeX.\n\n<project-instructions>\n{}\n</project-instructions>",
+            original.trim()
+        );
         let (outrank, frozen) = grade(&rec);
         assert_eq!(outrank.status, VerdictStatus::Pass, "{outrank:?}");
         assert_eq!(frozen.status, VerdictStatus::Pass, "{frozen:?}");

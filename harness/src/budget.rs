@@ -131,7 +131,10 @@ mod tests {
             assert_eq!(s.available_input, b.available_input);
         }
         let s = b.scaled_to(2072);
-        assert_eq!((s.instructions, s.recent_tail, s.current_request), (200, 1800, 66));
+        assert_eq!(
+            (s.instructions, s.recent_tail, s.current_request),
+            (200, 1800, 66)
+        );
     }
 
     #[test]

@@ -119,7 +119,10 @@ impl ctxbench_adapters::serve::ExchangeObserver for Observer {
         let message = format!(
             "{} ({}{}): {}",
             failure.kind.as_str(),
-            failure.endpoint.map(|e| e.as_str()).unwrap_or("unknown route"),
+            failure
+                .endpoint
+                .map(|e| e.as_str())
+                .unwrap_or("unknown route"),
             failure
                 .status
                 .map(|s| format!(", HTTP {s}"))
@@ -128,10 +131,7 @@ impl ctxbench_adapters::serve::ExchangeObserver for Observer {
         );
         // A failure with no HTTP answer (the connection was closed) is a transport error.
         let error = match failure.status {
-            None => ProviderError::Server {
-                status: 0,
-                message,
-            },
+            None => ProviderError::Server { status: 0, message },
             Some(status) => ProviderError::Rejected { status, message },
         };
         self.exchange(_key, &request, &Err(error), 0);
@@ -416,13 +416,13 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
             // an HTTP provider — the real upstream behind ctxbench's retry layer and
             // cassette. Either way the observer records every request the agent sends.
             let backend = match &spec.provider {
-                ProviderSpec::Fake => ctxbench_adapters::serve::Backend::fake(
-                    FakeProvider::new(instance.fake.clone()),
-                ),
-                ProviderSpec::Http(_) => ctxbench_adapters::serve::Backend::new(
-                    provider.clone() as Arc<dyn Provider>
-                )
-                .with_model(model.model.clone()),
+                ProviderSpec::Fake => ctxbench_adapters::serve::Backend::fake(FakeProvider::new(
+                    instance.fake.clone(),
+                )),
+                ProviderSpec::Http(_) => {
+                    ctxbench_adapters::serve::Backend::new(provider.clone() as Arc<dyn Provider>)
+                        .with_model(model.model.clone())
+                }
             };
             let resolver = move |_: &str| Some(backend.clone());
             let fake = ctxbench_adapters::serve::FakeServer::with_backends(
@@ -825,7 +825,7 @@ fn assemble(
             }
             LogItem::Placed { .. } => {}
             LogItem::Exchange {
-                request,
+                mut request,
                 result,
                 latency_ms,
             } => {
@@ -846,7 +846,13 @@ fn assemble(
                 }
                 row.sent = true;
                 row.latency_ms = latency_ms;
-                row.observed_estimate = estimator.request_tokens(&request);
+                // Our own count of the exact request, each message hashed once here (the
+                // hashes also key the message store below). Counts come from the
+                // process-wide memo when the engine's estimator already tokenized the same
+                // content — keyed by these hashes of the exact content, so it stays an
+                // independent, exact count.
+                let (observed, request_hashes) = estimator.request_tokens_hashed(&request);
+                row.observed_estimate = observed;
                 let declared_total = last_budget.as_ref().map(|b| b.budget.total).unwrap_or(0);
                 let available = last_budget
                     .as_ref()
@@ -872,11 +878,23 @@ fn assemble(
                 // A wrapped ("Codex wrapper") request is recorded as the conversation it
                 // carries, so graders judge the same active view as for a native request; its
                 // size above is the wrapped request's, as sent.
-                let logical = ctxbench_adapters::wrapper::unwrap_request(&request);
-                let carried = logical.as_ref().unwrap_or(&request);
-                for m in &carried.messages {
-                    let h = m.content_hash().to_hex();
-                    messages.entry(h.clone()).or_insert_with(|| m.clone());
+                // The request is owned here: its messages move into the store (a long
+                // conversation is not copied once per request that carries it).
+                let (carried, carried_hashes) =
+                    match ctxbench_adapters::wrapper::unwrap_request(&request) {
+                        Some(logical) => {
+                            let hashes =
+                                logical.messages.iter().map(|m| m.content_hash()).collect();
+                            (logical.messages, hashes)
+                        }
+                        None => (std::mem::take(&mut request.messages), request_hashes),
+                    };
+                row.message_hashes.reserve(carried.len());
+                for (m, h) in carried.into_iter().zip(carried_hashes) {
+                    let h = h.to_hex();
+                    if !messages.contains_key(&h) {
+                        messages.insert(h.clone(), m);
+                    }
                     row.message_hashes.push(h);
                 }
                 stats.requests += 1;
@@ -921,18 +939,17 @@ fn assemble(
     if let Some(r) = requests.iter().find(|r| r.row.sent) {
         stats.tool_schema_tokens = r.row.budget.tool_schemas;
     }
+    // Each transcript message hashed once, for the message store and (black box) the
+    // transcript hash.
+    let mut digest = Sha256::new();
     for m in &transcript {
-        messages
-            .entry(m.content_hash().to_hex())
-            .or_insert_with(|| m.clone());
+        let h = m.content_hash();
+        digest.update(h.0);
+        messages.entry(h.to_hex()).or_insert_with(|| m.clone());
     }
     stats.transcript_messages = transcript.len() as u64;
     stats.transcript_hash = if transcript_hash.is_empty() {
-        let mut h = Sha256::new();
-        for m in &transcript {
-            h.update(m.content_hash().0);
-        }
-        hex::encode(h.finalize())
+        hex::encode(digest.finalize())
     } else {
         transcript_hash
     };

@@ -32,6 +32,6 @@ pub mod selftest;
 pub mod session;
 pub mod storage;
 
-pub use mode::Mode;
 /// The retry layer's counters, stored per trial ([`storage::schema::TrialStats::infrastructure`]).
 pub use ctxbench_adapters::resilience::ResilienceStats;
+pub use mode::Mode;

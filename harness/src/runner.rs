@@ -364,9 +364,11 @@ pub async fn execute(
 
 /// Where a trial's scratch workspace (instruction file, session ledger) lives:
 /// `$CTXBENCH_WORKDIR`, else `/dev/shm` when it is a writable tmpfs, else the system temp
-/// directory. The session writes a small snapshot after every ledger record; on a RAM
-/// disk that costs microseconds instead of a disk metadata update, which halves the wall
-/// time of short trials (docs/benchmarks.md). The workspace is deleted after the trial.
+/// directory. Every trial creates a workspace, a session ledger and snapshot files and
+/// renames its snapshot at every commit (once per turn); on a RAM disk each of those costs
+/// microseconds instead of a disk metadata update — with a snapshot after every record, as
+/// before group commit, it halved the wall time of short trials (docs/benchmarks.md). The
+/// workspace is deleted after the trial.
 pub fn trial_workdir() -> Result<tempfile::TempDir, StorageError> {
     let base = std::env::var_os("CTXBENCH_WORKDIR")
         .map(PathBuf::from)

@@ -3,11 +3,31 @@
 //! `transcript.jsonl` holds one record per line — a message or a turn boundary — each
 //! carrying its position and the running hash chain. `session.json` is a tiny snapshot
 //! (record count and chain head) replaced atomically (write to a temporary file, then
-//! rename) after every append, so a crash leaves either the old or the new state. On open,
-//! records beyond the snapshot's count (a torn or uncommitted append) are ignored and cut
-//! off, and the chain is verified: the transcript cannot be silently edited.
+//! rename): it is the **commit point**, so a crash leaves either the old or the new
+//! committed state. On open, records beyond the snapshot's count (a torn or uncommitted
+//! append) are ignored and cut off, and the chain is verified: the transcript cannot be
+//! silently edited.
 //!
-//! Nothing here ever rewrites or deletes an earlier record.
+//! ## Group commit
+//!
+//! Records are written to the ledger as they are appended, but the snapshot is rewritten
+//! once per *logical operation*, not once per record — rewriting it after every record was
+//! half of a short trial's wall time on a disk filesystem (docs/benchmarks.md). The
+//! operations, each all-or-nothing across a crash:
+//!
+//! * a **turn**: [`Session::begin_turn`] through [`Session::end_turn`] (the user input, the
+//!   model's replies, tool results, the turn boundary) commits once, at `end_turn`; a crash
+//!   in between reopens to the state before the turn, as if it had never started;
+//! * a record appended while no turn is open commits at once (it is an operation by itself);
+//! * a checkpoint change ([`Session::set_checkpoint`], [`Session::drop_checkpoint`]) writes
+//!   the snapshot, and with it every record appended so far;
+//! * [`Session::commit`], for callers that need a record durable mid-turn (and before a
+//!   restart reopens the directory).
+//!
+//! Dropping a session does *not* commit: a drop stands for a crash, which is what the tests
+//! rely on. The in-memory state always includes uncommitted records.
+//!
+//! Nothing here ever rewrites or deletes an earlier committed record.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -139,6 +159,13 @@ pub struct Session {
     turns: Vec<TurnSpan>,
     chain: ContentHash,
     records: u64,
+    /// Records covered by the snapshot on disk (the last commit).
+    committed: u64,
+    /// The ledger, open for appending for the session's lifetime (one `write` per record,
+    /// not an open/write/close).
+    ledger: File,
+    /// Bytes of whole records written to the ledger; a failed write is cut back to this.
+    ledger_len: u64,
     checkpoint: Option<Checkpoint>,
     opened_checkpoint: StoredCheckpoint,
     /// Test hook: fail (tear) the next checkpoint write, as a crash would.
@@ -164,13 +191,21 @@ impl Session {
                 detail: "a session already exists here".into(),
             });
         }
-        File::create(&ledger).map_err(io_err(&ledger))?;
-        let s = Session {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&ledger)
+            .map_err(io_err(&ledger))?;
+        file.set_len(0).map_err(io_err(&ledger))?;
+        let mut s = Session {
             dir: dir.to_path_buf(),
             entries: Vec::new(),
             turns: Vec::new(),
             chain: ContentHash([0; 32]),
             records: 0,
+            committed: 0,
+            ledger: file,
+            ledger_len: 0,
             checkpoint: None,
             opened_checkpoint: StoredCheckpoint::None,
             crash_next_checkpoint_write: false,
@@ -195,12 +230,19 @@ impl Session {
         }
         let ledger = dir.join(LEDGER);
         let file = File::open(&ledger).map_err(io_err(&ledger))?;
+        let append = OpenOptions::new()
+            .append(true)
+            .open(&ledger)
+            .map_err(io_err(&ledger))?;
         let mut s = Session {
             dir: dir.to_path_buf(),
             entries: Vec::new(),
             turns: Vec::new(),
             chain: ContentHash([0; 32]),
             records: 0,
+            committed: 0,
+            ledger: append,
+            ledger_len: 0,
             checkpoint: None,
             opened_checkpoint: StoredCheckpoint::None,
             crash_next_checkpoint_write: false,
@@ -230,11 +272,9 @@ impl Session {
             )));
         }
         // Cut off anything appended after the last committed snapshot.
-        let f = OpenOptions::new()
-            .write(true)
-            .open(&ledger)
-            .map_err(io_err(&ledger))?;
-        f.set_len(committed_bytes).map_err(io_err(&ledger))?;
+        s.ledger.set_len(committed_bytes).map_err(io_err(&ledger))?;
+        s.ledger_len = committed_bytes;
+        s.committed = s.records;
         // The checkpoint is derived state: a damaged or stale one is rejected, never trusted,
         // and never a reason to lose the transcript.
         s.opened_checkpoint = match snap.checkpoint {
@@ -320,27 +360,66 @@ impl Session {
         Ok(())
     }
 
+    /// Write one record to the ledger and apply it in memory. It is committed by the next
+    /// snapshot write: at once when no turn is open, else at the end of the turn (see the
+    /// [module docs](self)).
     fn append_record(&mut self, rec: LedgerRecord) -> Result<(), SessionError> {
-        let ledger = self.dir.join(LEDGER);
-        let mut line = serde_json::to_vec(&rec).map_err(|e| SessionError::Corrupt {
-            path: ledger.clone(),
+        // Sized for the message up front: a long message would otherwise regrow the buffer
+        // a dozen times while serializing.
+        let size = match &rec {
+            LedgerRecord::Message { message, .. } => message.content.len() + 256,
+            _ => 160,
+        };
+        let mut line = Vec::with_capacity(size);
+        serde_json::to_writer(&mut line, &rec).map_err(|e| SessionError::Corrupt {
+            path: self.dir.join(LEDGER),
             detail: e.to_string(),
         })?;
         line.push(b'\n');
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(&ledger)
-            .map_err(io_err(&ledger))?;
-        f.write_all(&line).map_err(io_err(&ledger))?;
-        f.flush().map_err(io_err(&ledger))?;
+        if let Err(e) = self.ledger.write_all(&line) {
+            // A partial line would glue itself to the next record; cut it back so the
+            // ledger stays a sequence of whole records. Best effort: `open` cuts anything
+            // past the committed count anyway.
+            let _ = self.ledger.set_len(self.ledger_len);
+            return Err(io_err(&self.dir.join(LEDGER))(e));
+        }
+        self.ledger_len += line.len() as u64;
         self.apply(rec).map_err(|detail| SessionError::Corrupt {
-            path: ledger.clone(),
+            path: self.dir.join(LEDGER),
             detail,
         })?;
+        if !self.turn_open() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the last turn is still open (its records are committed at its end).
+    fn turn_open(&self) -> bool {
+        self.turns
+            .last()
+            .is_some_and(|t| t.status == TurnStatus::Open)
+    }
+
+    /// Commit every record appended so far: rewrite the snapshot (atomically) if anything
+    /// was appended since the last commit. After it returns `Ok`, a crash or a reopen keeps
+    /// those records. Called by `end_turn` and for records outside a turn; engines call it
+    /// before anything that reads the session back from disk (a restart).
+    pub fn commit(&mut self) -> Result<(), SessionError> {
+        if self.committed == self.records {
+            return Ok(());
+        }
         self.write_snapshot()
     }
 
-    fn write_snapshot(&self) -> Result<(), SessionError> {
+    /// Records appended but not yet committed (lost by a crash now).
+    pub fn uncommitted_records(&self) -> u64 {
+        self.records - self.committed
+    }
+
+    /// Rewrite the snapshot with the current record count, chain head and checkpoint: the
+    /// commit point for everything appended so far.
+    fn write_snapshot(&mut self) -> Result<(), SessionError> {
         let snap = Snapshot {
             schema: SESSION_SCHEMA.into(),
             records: self.records,
@@ -356,10 +435,13 @@ impl Session {
             path: path.clone(),
             detail: e.to_string(),
         })?;
-        write_atomic(&path, &bytes).map_err(io_err(&path))
+        write_atomic(&path, &bytes).map_err(io_err(&path))?;
+        self.committed = self.records;
+        Ok(())
     }
 
-    /// Append a message to the transcript; returns its content hash.
+    /// Append a message to the transcript; returns its content hash. Inside an open turn
+    /// it is committed with the turn (see the [module docs](self)).
     pub fn append(&mut self, message: Message) -> Result<ContentHash, SessionError> {
         let hash = message.content_hash();
         let chain = chain_next(&self.chain, b"m", &hash.0);
@@ -372,7 +454,8 @@ impl Session {
         Ok(hash)
     }
 
-    /// Open a turn whose user message is the next one to be appended.
+    /// Open a turn whose user message is the next one to be appended. Everything appended
+    /// until [`Self::end_turn`] commits together.
     pub fn begin_turn(&mut self) -> Result<(), SessionError> {
         let start = self.entries.len();
         let chain = chain_next(&self.chain, b"s", &(start as u64).to_le_bytes());
@@ -383,7 +466,7 @@ impl Session {
         })
     }
 
-    /// Close the open turn.
+    /// Close the open turn and commit it.
     pub fn end_turn(&mut self, status: TurnStatus) -> Result<(), SessionError> {
         let tag: &[u8] = match status {
             TurnStatus::Open => b"o",
@@ -429,7 +512,8 @@ impl Session {
     }
 
     /// Replace the checkpoint, validated against the transcript, and persist it atomically
-    /// with the snapshot. On failure the previous checkpoint stays in force (fail-open).
+    /// with the snapshot (which also commits every record appended so far: the checkpoint
+    /// may cover them). On failure the previous checkpoint stays in force (fail-open).
     pub fn set_checkpoint(&mut self, checkpoint: Checkpoint) -> Result<(), SessionError> {
         let path = self.dir.join(SNAPSHOT);
         checkpoint
@@ -488,8 +572,9 @@ impl Session {
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory, then renamed
 /// over the target, so a reader (or a process killed mid-write) sees the old or the new
-/// content, never a mix. The session snapshot is rewritten after every append, so it is not
-/// fsynced; [`write_durable`] is for files that must also survive a power loss.
+/// content, never a mix. The session snapshot is rewritten at every commit (about once per
+/// turn), so it is not fsynced; [`write_durable`] is for files that must also survive a
+/// power loss.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_replace(path, bytes, false)
 }
@@ -578,6 +663,90 @@ mod tests {
                 start: 0,
                 end: 2,
                 status: TurnStatus::Completed
+            }]
+        );
+    }
+
+    fn snapshot_records(dir: &Path) -> u64 {
+        let text = std::fs::read_to_string(dir.join(SNAPSHOT)).unwrap();
+        serde_json::from_str::<Snapshot>(&text).unwrap().records
+    }
+
+    #[test]
+    fn a_crash_inside_a_turn_reopens_to_the_last_committed_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join(LEDGER);
+        let mut s = Session::create(dir.path()).unwrap();
+        s.begin_turn().unwrap();
+        s.append(Message::user("one")).unwrap();
+        s.append(Message::assistant("a")).unwrap();
+        s.end_turn(TurnStatus::Completed).unwrap();
+        let head = s.chain_head();
+        let committed_len = std::fs::metadata(&ledger).unwrap().len();
+        assert_eq!(snapshot_records(dir.path()), 4);
+        // The next turn's records reach the ledger; the snapshot is not rewritten per record.
+        s.begin_turn().unwrap();
+        s.append(Message::user("two")).unwrap();
+        s.append(Message::assistant("b")).unwrap();
+        assert_eq!(s.uncommitted_records(), 3);
+        assert_eq!(
+            snapshot_records(dir.path()),
+            4,
+            "snapshot untouched mid-turn"
+        );
+        assert!(std::fs::metadata(&ledger).unwrap().len() > committed_len);
+        assert_eq!(s.entries().len(), 4, "in memory, uncommitted records count");
+        drop(s); // a crash before the turn ends
+        let mut r = Session::open(dir.path()).unwrap();
+        assert_eq!(r.entries().len(), 2);
+        assert_eq!(r.chain_head(), head);
+        assert_eq!(
+            r.turns(),
+            &[TurnSpan {
+                start: 0,
+                end: 2,
+                status: TurnStatus::Completed
+            }]
+        );
+        assert_eq!(
+            std::fs::metadata(&ledger).unwrap().len(),
+            committed_len,
+            "the uncommitted records were cut"
+        );
+        // The session goes on from the committed state; the cut turn never comes back.
+        r.begin_turn().unwrap();
+        r.append(Message::user("three")).unwrap();
+        r.end_turn(TurnStatus::Incomplete).unwrap();
+        assert_eq!(r.uncommitted_records(), 0);
+        drop(r);
+        let r = Session::open(dir.path()).unwrap();
+        let contents: Vec<&str> = r
+            .entries()
+            .iter()
+            .map(|e| e.message.content.as_str())
+            .collect();
+        assert_eq!(contents, ["one", "a", "three"]);
+        assert_eq!(r.turns().len(), 2);
+    }
+
+    #[test]
+    fn explicit_commit_keeps_an_open_turn_across_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path()).unwrap();
+        s.begin_turn().unwrap();
+        s.append(Message::user("admitted")).unwrap();
+        s.commit().unwrap();
+        assert_eq!(s.uncommitted_records(), 0);
+        s.append(Message::assistant("lost")).unwrap();
+        drop(s);
+        let r = Session::open(dir.path()).unwrap();
+        assert_eq!(r.entries().len(), 1);
+        assert_eq!(
+            r.turns(),
+            &[TurnSpan {
+                start: 0,
+                end: 1,
+                status: TurnStatus::Open
             }]
         );
     }

@@ -120,4 +120,3 @@ impl Drop for FakeServer {
         let _ = self.child.wait();
     }
 }
-

@@ -73,45 +73,17 @@ impl FakeTokenizer {
     }
 
     /// Tokens of one string, by the documented run rule.
+    ///
+    /// The provider counts every request it receives and scenario instantiation counts
+    /// every filler piece with it, so it is on the hot path of every trial: ASCII text (the
+    /// usual case) takes a byte-level scan of whole runs, anything else the general
+    /// per-character scan. Both implement the same rule (a test compares them).
     pub fn count_text(&self, text: &str) -> u64 {
-        let mut total = 0u64;
-        let mut run = Run::None;
-        let mut len = 0u64;
-        let mut prev = ' ';
-
-        let cost = |run: Run, len: u64| match run {
-            Run::None => 0,
-            Run::Word => len.div_ceil(WORD_CHARS_PER_TOKEN),
-            Run::Digits => len.div_ceil(DIGITS_PER_TOKEN),
-            Run::Punct => len.div_ceil(PUNCT_PER_TOKEN),
-        };
-
-        for c in text.chars() {
-            let class = if c.is_ascii_alphabetic() || c == '_' {
-                Run::Word
-            } else if c.is_ascii_digit() {
-                Run::Digits
-            } else if c.is_ascii_graphic() {
-                Run::Punct
-            } else {
-                Run::None
-            };
-            let camel_break =
-                class == Run::Word && c.is_ascii_uppercase() && prev.is_ascii_lowercase();
-            if class != run || camel_break {
-                total += cost(run, len);
-                run = class;
-                len = 0;
-            }
-            match class {
-                // A newline, or a non-ASCII non-whitespace character: one token each.
-                Run::None if c == '\n' || !c.is_whitespace() => total += 1,
-                Run::None => {}
-                _ => len += 1,
-            }
-            prev = c;
+        if text.is_ascii() {
+            count_ascii(text.as_bytes())
+        } else {
+            count_chars(text)
         }
-        total + cost(run, len)
     }
 
     /// Tokens of one message: content, tool calls and framing.
@@ -137,6 +109,113 @@ impl FakeTokenizer {
         let tools: u64 = req.tools.iter().map(|t| self.tool_tokens(t)).sum();
         messages + tools + FAKE_REQUEST_FRAMING
     }
+}
+
+/// The rule, character by character (any text).
+fn count_chars(text: &str) -> u64 {
+    let mut total = 0u64;
+    let mut run = Run::None;
+    let mut len = 0u64;
+    let mut prev = ' ';
+
+    let cost = |run: Run, len: u64| match run {
+        Run::None => 0,
+        Run::Word => len.div_ceil(WORD_CHARS_PER_TOKEN),
+        Run::Digits => len.div_ceil(DIGITS_PER_TOKEN),
+        Run::Punct => len.div_ceil(PUNCT_PER_TOKEN),
+    };
+
+    for c in text.chars() {
+        let class = if c.is_ascii_alphabetic() || c == '_' {
+            Run::Word
+        } else if c.is_ascii_digit() {
+            Run::Digits
+        } else if c.is_ascii_graphic() {
+            Run::Punct
+        } else {
+            Run::None
+        };
+        let camel_break = class == Run::Word && c.is_ascii_uppercase() && prev.is_ascii_lowercase();
+        if class != run || camel_break {
+            total += cost(run, len);
+            run = class;
+            len = 0;
+        }
+        match class {
+            // A newline, or a non-ASCII non-whitespace character: one token each.
+            Run::None if c == '\n' || !c.is_whitespace() => total += 1,
+            Run::None => {}
+            _ => len += 1,
+        }
+        prev = c;
+    }
+    total + cost(run, len)
+}
+
+/// Character classes of ASCII bytes under the rule (see the module docs).
+const ASCII_RUN: [Run; 128] = {
+    let mut t = [Run::None; 128];
+    let mut i = 0;
+    while i < 128 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_alphabetic() || b == b'_' {
+            Run::Word
+        } else if b.is_ascii_digit() {
+            Run::Digits
+        } else if b.is_ascii_graphic() {
+            Run::Punct
+        } else {
+            Run::None
+        };
+        i += 1;
+    }
+    t
+};
+
+/// The rule over ASCII bytes, a whole run at a time: the same count as [`count_chars`].
+fn count_ascii(bytes: &[u8]) -> u64 {
+    let class = |b: u8| ASCII_RUN[(b & 0x7F) as usize];
+    let n = bytes.len();
+    let mut total = 0u64;
+    let mut i = 0;
+    while i < n {
+        let b = bytes[i];
+        let start = i;
+        i += 1;
+        match class(b) {
+            Run::Word => {
+                // A lower→upper case change starts a new word.
+                while i < n
+                    && class(bytes[i]) == Run::Word
+                    && !(bytes[i].is_ascii_uppercase() && bytes[i - 1].is_ascii_lowercase())
+                {
+                    i += 1;
+                }
+                total += ((i - start) as u64).div_ceil(WORD_CHARS_PER_TOKEN);
+            }
+            Run::Digits => {
+                while i < n && class(bytes[i]) == Run::Digits {
+                    i += 1;
+                }
+                total += ((i - start) as u64).div_ceil(DIGITS_PER_TOKEN);
+            }
+            Run::Punct => {
+                while i < n && class(bytes[i]) == Run::Punct {
+                    i += 1;
+                }
+                total += ((i - start) as u64).div_ceil(PUNCT_PER_TOKEN);
+            }
+            // A newline or a control character: one token; other whitespace (as
+            // `char::is_whitespace` has it, vertical tab included) is free.
+            Run::None => {
+                let free_space = b.is_ascii_whitespace() || b == 0x0B;
+                if b == b'\n' || !free_space {
+                    total += 1;
+                }
+            }
+        }
+    }
+    total
 }
 
 #[cfg(test)]
@@ -181,6 +260,40 @@ mod tests {
         assert_eq!(t.count_text("café"), 2);
         // Classes end each other's runs.
         assert_eq!(t.count_text("a1.b"), 4);
+    }
+
+    #[test]
+    fn ascii_scan_counts_like_the_character_scan() {
+        let t = FakeTokenizer::new();
+        for text in [
+            PROSE,
+            CODE,
+            "aB_cD eF\x0b\x0c\x00\x7f\t\r\n 12345 ...;;; HTTPServer",
+        ] {
+            assert_eq!(count_ascii(text.as_bytes()), count_chars(text), "{text:?}");
+        }
+        // Seeded random ASCII over every byte class (all 128 code points).
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..5_000 {
+            let len = (x % 40) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Mostly letters (both cases) and spaces, so runs and camel breaks occur.
+                    match x % 4 {
+                        0 => (b'a' + (x >> 8) as u8 % 26) as char,
+                        1 => (b'A' + (x >> 8) as u8 % 26) as char,
+                        2 => ' ',
+                        _ => ((x >> 8) as u8 % 128) as char,
+                    }
+                })
+                .collect();
+            assert_eq!(t.count_text(&text), count_chars(&text), "{text:?}");
+        }
+        // Non-ASCII text takes the character scan.
+        assert_eq!(t.count_text("café\u{a0}日本"), 4);
     }
 
     #[test]

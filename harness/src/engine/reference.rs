@@ -484,7 +484,11 @@ impl ReferenceEngine {
     /// estimation: a provider tokenizer is preferred to a local one). A provider without
     /// the endpoint is asked once per session; a failed count falls back to the local
     /// estimate for this request (the send itself will surface a real outage).
-    async fn exact_count(&mut self, request: &ModelRequest, provider: &dyn Provider) -> Option<u64> {
+    async fn exact_count(
+        &mut self,
+        request: &ModelRequest,
+        provider: &dyn Provider,
+    ) -> Option<u64> {
         if self.exact_counting == Some(false) {
             return None;
         }
@@ -1306,11 +1310,14 @@ impl SystemUnderTest for ReferenceEngine {
             instruction_hash: snapshot.hash.to_hex(),
             transcript_messages: self.session.entries().len() as u64,
         });
-        // Admit the input once; it is persisted before any request is sent.
+        // Admit the input once, and commit it before any request is sent: a crash from
+        // here on restarts with the input in the transcript (the rest of the turn is
+        // group-committed at its end).
         if let Err(e) = self
             .session
             .begin_turn()
             .and_then(|_| self.session.append(Message::user(user)).map(|_| ()))
+            .and_then(|_| self.session.commit())
         {
             return TurnOutcome::Errored {
                 detail: e.to_string(),
@@ -1343,6 +1350,7 @@ impl SystemUnderTest for ReferenceEngine {
             None
         };
         // Drop everything held in memory, including the estimator cache, and reload.
+        self.session.commit()?;
         let session = Session::open(&self.config.session_dir)?;
         self.session = session;
         self.forget_token_prefix(0);
@@ -1628,7 +1636,10 @@ mod tests {
             .collect();
         assert_eq!(budgets.len(), 4);
         for b in &budgets {
-            assert_eq!((b.confidence.as_str(), b.estimation_method.as_str()), ("exact", "provider-tokenizer"));
+            assert_eq!(
+                (b.confidence.as_str(), b.estimation_method.as_str()),
+                ("exact", "provider-tokenizer")
+            );
             assert!(b.budget.total <= b.budget.available_input, "{:?}", b.budget);
         }
         // Locally each turn is ~2,800 tokens of a 15,360-token allowance, so four turns

@@ -339,7 +339,11 @@ mod tests {
         let errs = parse("see {filler: {tokens: 140}} and {fact: region}\nmore").unwrap_err();
         let written: Vec<_> = errs.iter().map(|e| e.written.as_str()).collect();
         assert_eq!(written, vec!["{filler: {tokens: 140}}", "{fact: region}"]);
-        assert!(errs[0].expected.contains("whole step value"), "{:?}", errs[0]);
+        assert!(
+            errs[0].expected.contains("whole step value"),
+            "{:?}",
+            errs[0]
+        );
         // Quoted JSON keys and other names stay literal.
         assert!(parse(r#"{"filler": {"tokens": 1}} {fillers: 2} { filler: 3 }"#).is_ok());
     }
