@@ -2,6 +2,8 @@
 //! with whatever the test's handler returns.
 #![allow(dead_code)]
 
+pub mod conversation;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
