@@ -87,12 +87,14 @@ enum State {
         file: File,
     },
     Replay {
-        entries: HashMap<(String, String), VecDeque<ModelResponseResult>>,
-        counts: HashMap<(String, String), VecDeque<CountResult>>,
+        entries: ReplayMap<ModelResponseResult>,
+        counts: ReplayMap<CountResult>,
     },
 }
 
 type ModelResponseResult = Result<ModelResponse, ProviderError>;
+/// Recorded results by (trial id, request hash), in recording order.
+type ReplayMap<T> = HashMap<(String, String), VecDeque<T>>;
 
 /// A cassette being recorded to or replayed from; shared by every trial of a run.
 pub struct Cassette {
@@ -135,8 +137,8 @@ impl Cassette {
         };
         let text = std::fs::read(path).map_err(io)?;
         let ends_clean = text.last().is_none_or(|&b| b == b'\n');
-        let mut entries: HashMap<(String, String), VecDeque<ModelResponseResult>> = HashMap::new();
-        let mut counts: HashMap<(String, String), VecDeque<CountResult>> = HashMap::new();
+        let mut entries: ReplayMap<ModelResponseResult> = HashMap::new();
+        let mut counts: ReplayMap<CountResult> = HashMap::new();
         // Index of the final line (the only one that may be torn).
         let last = text.iter().filter(|&&b| b == b'\n').count();
         for (i, line) in BufReader::new(&text[..]).lines().enumerate() {
@@ -205,45 +207,47 @@ impl Cassette {
         step: u64,
         request: &ModelRequest,
     ) -> Result<ModelResponse, ProviderError> {
-        let key = request_key(request);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State::Replay { entries, .. } = &mut *state else {
-            return Err(ProviderError::Unavailable {
-                message: "the cassette is recording, not replaying".into(),
-            });
-        };
-        match entries
-            .get_mut(&(trial_id.to_string(), key.clone()))
-            .and_then(|q| q.pop_front())
-        {
-            Some(result) => result,
-            None => Err(ProviderError::Unavailable {
-                message: miss_message(&self.path, trial_id, step, &key),
-            }),
-        }
+        self.next(trial_id, step, request, "", |entries, _, key| {
+            entries.get_mut(key).and_then(VecDeque::pop_front)
+        })
     }
 
     /// Replay: the recorded exact count of `request` in `trial_id`, or a typed miss.
     pub fn count(&self, trial_id: &str, step: u64, request: &ModelRequest) -> CountResult {
-        let key = request_key(request);
+        self.next(
+            trial_id,
+            step,
+            request,
+            " (token count)",
+            |_, counts, key| counts.get_mut(key).and_then(VecDeque::pop_front),
+        )
+    }
+
+    /// The next recorded result for `request` in `trial_id` from one of the replay maps.
+    fn next<T>(
+        &self,
+        trial_id: &str,
+        step: u64,
+        request: &ModelRequest,
+        what: &str,
+        pick: impl FnOnce(
+            &mut ReplayMap<ModelResponseResult>,
+            &mut ReplayMap<CountResult>,
+            &(String, String),
+        ) -> Option<Result<T, ProviderError>>,
+    ) -> Result<T, ProviderError> {
+        let key = (trial_id.to_string(), request_key(request));
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State::Replay { counts, .. } = &mut *state else {
+        let State::Replay { entries, counts } = &mut *state else {
             return Err(ProviderError::Unavailable {
                 message: "the cassette is recording, not replaying".into(),
             });
         };
-        match counts
-            .get_mut(&(trial_id.to_string(), key.clone()))
-            .and_then(|q| q.pop_front())
-        {
-            Some(result) => result,
-            None => Err(ProviderError::Unavailable {
-                message: format!(
-                    "{} (token count)",
-                    miss_message(&self.path, trial_id, step, &key)
-                ),
-            }),
-        }
+        pick(entries, counts, &key).unwrap_or_else(|| {
+            Err(ProviderError::Unavailable {
+                message: format!("{}{what}", miss_message(&self.path, trial_id, step, &key.1)),
+            })
+        })
     }
 
     /// Record: append one exchange and flush it.
@@ -377,6 +381,33 @@ mod tests {
             assert!(text.contains(needle), "{text}");
         }
         assert!(play.answer("s/compact/0", 9, &req("a")).is_err());
+    }
+
+    #[test]
+    fn exact_counts_replay_apart_from_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let rec = Cassette::record(&path).unwrap();
+        rec.store_count("s/off/0", 0, &req("a"), &Ok(Some(42)))
+            .unwrap();
+        rec.store("s/off/0", 0, &req("a"), &Ok(resp("one")))
+            .unwrap();
+        rec.store_count("s/off/0", 1, &req("b"), &Ok(None)).unwrap();
+        drop(rec);
+        let play = Cassette::replay(&path).unwrap();
+        assert_eq!(play.count("s/off/0", 0, &req("a")), Ok(Some(42)));
+        assert_eq!(
+            play.answer("s/off/0", 0, &req("a"))
+                .unwrap()
+                .message
+                .content,
+            "one"
+        );
+        assert_eq!(play.count("s/off/0", 1, &req("b")), Ok(None));
+        // A count is not an answer and vice versa; each misses on its own.
+        let miss = play.count("s/off/0", 0, &req("a")).unwrap_err().to_string();
+        assert!(miss.contains("(token count)"), "{miss}");
+        assert!(play.answer("s/off/0", 1, &req("b")).is_err());
     }
 
     #[test]

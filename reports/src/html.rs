@@ -300,9 +300,13 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     }
     h.raw("</tr></thead>\n<tbody>\n")?;
     type Cell = fn(&SummaryRow) -> String;
-    let metrics: [(&str, Cell); 21] = [
+    let metrics: [(&str, Cell); 22] = [
         ("trials", |r| r.trials.to_string()),
         ("errored", |r| r.errored.to_string()),
+        // Infrastructure trouble the retry layer absorbed, apart from model failures.
+        ("HTTP retries (calls given up)", |r| {
+            format!("{} ({})", r.retries, r.retries_gave_up)
+        }),
         ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
         ("recall [Wilson 95%]", |r| prop(r.recall)),
         ("median input tokens / request", |r| {
