@@ -109,7 +109,7 @@ impl ctxbench_adapters::serve::ExchangeObserver for Observer {
     /// route or trial, an injected fault): recorded like an exchange that the provider
     /// refused, so a runtime's broken requests are visible in `requests.csv` and count
     /// against it, instead of vanishing.
-    fn http_failure(&self, _key: &str, failure: &ctxbench_adapters::serve::HttpFailure) {
+    fn http_failure(&self, key: &str, failure: &ctxbench_adapters::serve::HttpFailure) {
         let request = failure.request.clone().unwrap_or_else(|| ModelRequest {
             model: String::new(),
             messages: Vec::new(),
@@ -134,7 +134,7 @@ impl ctxbench_adapters::serve::ExchangeObserver for Observer {
             None => ProviderError::Server { status: 0, message },
             Some(status) => ProviderError::Rejected { status, message },
         };
-        self.exchange(_key, &request, &Err(error), 0);
+        self.exchange(key, &request, &Err(error), 0);
     }
 }
 
