@@ -90,6 +90,22 @@ pub(crate) fn redact(key: Option<&ApiKey>, text: &str) -> String {
     }
 }
 
+/// The headers a server sends with a 429 that asked for a wait: `retry-after` in whole
+/// seconds (rounded up, the standard) and `retry-after-ms` (so a sub-second wait survives);
+/// the inverse of [`parse_retry_after_ms`]. Empty for any other error.
+pub fn retry_after_headers(err: &ProviderError) -> Vec<(String, String)> {
+    match err {
+        ProviderError::RateLimited {
+            retry_after_ms: Some(ms),
+            ..
+        } => vec![
+            ("retry-after".to_string(), ms.div_ceil(1000).to_string()),
+            ("retry-after-ms".to_string(), ms.to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// The wait a server asked for, in milliseconds: `retry-after-ms` (OpenAI's precise header)
 /// when it parses, else `Retry-After` as delay-seconds (fractions accepted) or an HTTP-date
 /// relative to `now` (a date in the past means 0).

@@ -228,6 +228,35 @@ struct Recording {
     log_exchanges: bool,
 }
 
+impl Recording {
+    /// One call through the cassette: replayed from it, or made live (`live` is only
+    /// awaited then) and stored; without a cassette, just made live.
+    async fn taped<T>(
+        &self,
+        live: impl std::future::Future<Output = Result<T, ProviderError>>,
+        replay: impl FnOnce(&crate::cassette::Cassette) -> Result<T, ProviderError>,
+        store: impl FnOnce(
+            &crate::cassette::Cassette,
+            &Result<T, ProviderError>,
+        ) -> Result<(), crate::cassette::CassetteError>,
+    ) -> Result<T, ProviderError> {
+        match &self.cassette {
+            Some(c) if c.replaying() => replay(c),
+            Some(c) => {
+                let result = live.await;
+                if let Err(e) = store(c, &result) {
+                    // A recording that cannot be written must not pass for a recorded run.
+                    return Err(ProviderError::Unavailable {
+                        message: format!("cassette: {e}"),
+                    });
+                }
+                result
+            }
+            None => live.await,
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Provider for Recording {
     fn name(&self) -> &str {
@@ -246,19 +275,12 @@ impl Provider for Recording {
     }
     async fn count_tokens(&self, request: &ModelRequest) -> Result<Option<u64>, ProviderError> {
         let step = lock(&self.log).step;
-        match &self.cassette {
-            Some(c) if c.replaying() => c.count(&self.trial_id, step, request),
-            Some(c) => {
-                let result = self.inner.count_tokens(request).await;
-                if let Err(e) = c.store_count(&self.trial_id, step, request, &result) {
-                    return Err(ProviderError::Unavailable {
-                        message: format!("cassette: {e}"),
-                    });
-                }
-                result
-            }
-            None => self.inner.count_tokens(request).await,
-        }
+        self.taped(
+            self.inner.count_tokens(request),
+            |c| c.count(&self.trial_id, step, request),
+            |c, r| c.store_count(&self.trial_id, step, request, r),
+        )
+        .await
     }
     fn resilience_stats(&self) -> Option<ctxbench_adapters::resilience::ResilienceStats> {
         self.inner.resilience_stats()
@@ -266,20 +288,13 @@ impl Provider for Recording {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let t0 = Instant::now();
         let step = lock(&self.log).step;
-        let result = match &self.cassette {
-            Some(c) if c.replaying() => c.answer(&self.trial_id, step, request),
-            Some(c) => {
-                let result = self.inner.complete(request).await;
-                if let Err(e) = c.store(&self.trial_id, step, request, &result) {
-                    // A recording that cannot be written must not pass for a recorded run.
-                    return Err(ProviderError::Unavailable {
-                        message: format!("cassette: {e}"),
-                    });
-                }
-                result
-            }
-            None => self.inner.complete(request).await,
-        };
+        let result = self
+            .taped(
+                self.inner.complete(request),
+                |c| c.answer(&self.trial_id, step, request),
+                |c, r| c.store(&self.trial_id, step, request, r),
+            )
+            .await;
         let latency_ms = t0.elapsed().as_millis() as u64;
         if !self.log_exchanges {
             return result;

@@ -611,15 +611,7 @@ pub fn error_to_http(err: &ProviderError) -> HttpError {
             message.clone(),
         ),
     };
-    let mut headers = Vec::new();
-    if let ProviderError::RateLimited {
-        retry_after_ms: Some(ms),
-        ..
-    } = err
-    {
-        headers.push(("retry-after".to_string(), ms.div_ceil(1000).to_string()));
-        headers.push(("retry-after-ms".to_string(), ms.to_string()));
-    }
+    let headers = crate::transport::retry_after_headers(err);
     let mut body = error_body(error_type_for_status(status), &message);
     if let Some(e) = body.get_mut("error").and_then(Value::as_object_mut) {
         e.insert(

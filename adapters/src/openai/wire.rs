@@ -467,15 +467,7 @@ pub fn error_to_http(err: &ProviderError) -> HttpError {
             message.clone(),
         ),
     };
-    let mut headers = Vec::new();
-    if let ProviderError::RateLimited {
-        retry_after_ms: Some(ms),
-        ..
-    } = err
-    {
-        headers.push(("retry-after".to_string(), ms.div_ceil(1000).to_string()));
-        headers.push(("retry-after-ms".to_string(), ms.to_string()));
-    }
+    let headers = crate::transport::retry_after_headers(err);
     let typed = serde_json::to_value(err).unwrap_or(Value::Null);
     HttpError {
         status,
