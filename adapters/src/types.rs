@@ -238,3 +238,13 @@ impl OpaqueItem {
         ContentHash::of_bytes(self.data.as_bytes())
     }
 }
+
+/// An opening and a closing delimiter a system under test uses in its requests, e.g. around
+/// derived conversation memory (declared to ctxbench, never guessed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Markup {
+    /// Opens the block.
+    pub open: String,
+    /// Closes it (an unclosed block runs to the end of its message).
+    pub close: String,
+}

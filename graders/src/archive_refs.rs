@@ -116,7 +116,7 @@ impl Grader for ArchiveRefs {
 mod tests {
     use super::*;
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

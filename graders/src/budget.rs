@@ -146,7 +146,7 @@ fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use crate::testing::{judge_with, OVER_BUDGET};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

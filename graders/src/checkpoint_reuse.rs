@@ -15,9 +15,9 @@
 
 use std::collections::HashSet;
 
-use ctxbench_harness::engine::EngineEvent;
 use ctxbench_harness::scenario::Step;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::EngineEvent;
 
 use crate::common::{is_memory, memory_checkpoint_id, messages, turn_requests};
 use crate::{verdict, GradeContext, Grader};
@@ -218,7 +218,7 @@ impl Grader for CheckpointReuseValid {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

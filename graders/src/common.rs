@@ -5,8 +5,8 @@
 use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
 use ctxbench_adapters::{ContentHash, Message, Role};
 use ctxbench_harness::record::{RequestRecord, TrialRecord};
-use ctxbench_harness::redact::Redactor;
 use ctxbench_harness::scenario::Scenario;
+use ctxbench_harness::sut::redact::Redactor;
 
 /// Prefix of a projected (bounded) tool result (`engine::tool_projection`).
 pub(crate) const PROJECTION_PREFIX: &str = "[tool output projected";
@@ -149,6 +149,28 @@ pub(crate) fn observed_transcript(rec: &TrialRecord) -> Vec<Message> {
             if m.role != Role::System && seen.insert(h.as_str()) {
                 out.push(m.clone());
             }
+        }
+    }
+    out
+}
+
+/// Normalized text for containment checks: lowercase, every quote mark as `'`, whitespace
+/// runs collapsed to one space, trimmed.
+pub(crate) fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        match c {
+            '"' | '\u{201c}' | '\u{201d}' | '\u{2018}' | '\u{2019}' | '`' => out.push('\''),
+            _ => out.extend(c.to_lowercase()),
         }
     }
     out

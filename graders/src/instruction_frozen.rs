@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use ctxbench_harness::engine::EngineEvent;
 use ctxbench_harness::scenario::Step;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::EngineEvent;
 
 use crate::common::{short, text_hash};
 use crate::{verdict, GradeContext, Grader};
@@ -205,7 +205,7 @@ fn black_box(name: &str, ctx: &GradeContext<'_>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

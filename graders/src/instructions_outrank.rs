@@ -125,7 +125,7 @@ impl Grader for InstructionsOutrankHistory {
 #[cfg(test)]
 mod tests {
     use crate::testing::{grade_with, COMPACTING};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -28,7 +28,7 @@
 //! | [`summary_request_fits`] | no summarization request is sent that cannot fit the window (claude-code #9400, #23047) |
 //!
 //! Every grader is proven able to fail by a deliberately broken engine variant
-//! (`ctxbench_harness::engine::mutants`) in its tests.
+//! (`ctxbench_harness::sut::mutants`) in its tests.
 #![deny(missing_docs)]
 
 pub mod archive_refs;
@@ -249,7 +249,7 @@ pub(crate) mod testing;
 mod builtin_suite {
     use super::*;
     use crate::testing::judge_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::Mode;
 
     const INSTRUCTION_CHANGE: &str = include_str!("../../scenarios/instruction-change.yaml");
@@ -305,7 +305,7 @@ mod builtin_suite {
 #[cfg(test)]
 mod mutants_on_builtin_scenarios {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -8,15 +8,15 @@
 //! - when the scenario expects `limit_reached` before any provider call, the trial stops so
 //!   and the stopping turn made zero provider calls.
 
-use ctxbench_harness::engine::TurnOutcome;
 use ctxbench_harness::scenario::ExpectedOutcome;
 use ctxbench_harness::storage::schema::{Evidence, OutcomeStatus, Verdict};
+use ctxbench_harness::sut::TurnOutcome;
 use ctxbench_harness::Mode;
 
 use crate::{verdict, GradeContext, Grader};
 
 /// Known stop and failure reasons: the engine's own vocabulary.
-pub use ctxbench_harness::engine::reference::TURN_REASONS as KNOWN_REASONS;
+pub use ctxbench_harness::sut::reasons::TURN as KNOWN_REASONS;
 
 /// The limit-honesty grader.
 pub struct LimitHonest;
@@ -140,7 +140,7 @@ impl Grader for LimitHonest {
 #[cfg(test)]
 mod tests {
     use crate::testing::{judge_with, UNFIT};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::{OutcomeStatus, VerdictStatus};
     use ctxbench_harness::Mode;
 

@@ -121,7 +121,7 @@ impl Grader for NoAuthorityInCheckpoint {
 #[cfg(test)]
 mod tests {
     use crate::testing::{grade_with, HOSTILE};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -35,9 +35,9 @@ use std::sync::OnceLock;
 
 use ctxbench_adapters::conventions::OPAQUE_OPEN;
 use ctxbench_adapters::Message;
-use ctxbench_harness::engine::EngineEvent;
-use ctxbench_harness::redact::Redactor;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::redact::Redactor;
+use ctxbench_harness::sut::EngineEvent;
 use regex::Regex;
 
 use crate::common::{memory_blocks, messages, redacted_excerpt, turn_requests};
@@ -80,7 +80,7 @@ fn omission_re() -> &'static Regex {
 }
 
 /// The same normalization the engine's validator uses (a text utility, not a verdict).
-pub(crate) use ctxbench_harness::engine::summarize::model::normalize;
+pub(crate) use crate::common::normalize;
 
 fn strip_labels(mut text: &str) -> &str {
     loop {
@@ -329,7 +329,7 @@ impl Grader for NoInventedConstraints {
 mod tests {
     use super::*;
     use crate::testing::{grade_with, HOSTILE};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

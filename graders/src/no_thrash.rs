@@ -11,9 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use ctxbench_harness::engine::compaction::{MAX_COMPACTIONS_PER_TURN, MIN_USEFUL_RECLAIM_TOKENS};
-use ctxbench_harness::engine::EngineEvent;
+/// Most compactions one input may trigger before it counts as thrashing.
+const MAX_COMPACTIONS_PER_TURN: u32 = 3;
+/// Smallest reclaim that makes a compaction worth it.
+const MIN_USEFUL_RECLAIM_TOKENS: u64 = 128;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::EngineEvent;
 
 use crate::{verdict, GradeContext, Grader};
 
@@ -111,7 +114,7 @@ impl Grader for NoThrash {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 
@@ -139,7 +142,7 @@ expect:
         assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
         assert!(
             rec.events.iter().any(|e| matches!(&e.event,
-                ctxbench_harness::engine::EngineEvent::CompactionFailed { reason, .. }
+                ctxbench_harness::sut::EngineEvent::CompactionFailed { reason, .. }
                     if reason == "no_progress")),
             "the reference must hit its no-progress guard"
         );

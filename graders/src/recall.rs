@@ -6,10 +6,10 @@
 //! answered "unknown".
 
 use ctxbench_adapters::conventions::UNKNOWN_ANSWER;
-use ctxbench_harness::engine::TurnOutcome;
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::scenario::{AnswerCheck, Scenario};
 use ctxbench_harness::storage::schema::{Evidence, RecallRow, Verdict};
+use ctxbench_harness::sut::TurnOutcome;
 
 use crate::{skip, verdict, GradeContext, Grader};
 
@@ -174,7 +174,7 @@ pub fn describe(expect: &AnswerCheck) -> String {
 mod tests {
     use super::*;
     use crate::testing::{judge_with, SMALL_RECALL};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -80,7 +80,7 @@ impl Grader for RecapNotEmpty {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

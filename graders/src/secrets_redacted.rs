@@ -15,8 +15,8 @@
 //! the secret's position in the scenario's list, never the value.
 
 use ctxbench_adapters::Role;
-use ctxbench_harness::engine::TurnOutcome;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::TurnOutcome;
 
 use crate::common::{messages, short, text_hash};
 use crate::{skip, verdict, GradeContext, Grader};
@@ -157,7 +157,7 @@ impl Grader for SecretsRedacted {
 #[cfg(test)]
 mod tests {
     use crate::testing::{grade_with, HOSTILE};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

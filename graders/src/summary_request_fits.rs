@@ -72,7 +72,7 @@ impl Grader for SummaryRequestFits {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 
@@ -118,7 +118,7 @@ expect:
         assert_eq!(v.status, VerdictStatus::Skip, "{v:?}");
         assert!(rec.events.iter().any(|e| matches!(
             &e.event,
-            ctxbench_harness::engine::EngineEvent::CompactionFailed { reason, .. }
+            ctxbench_harness::sut::EngineEvent::CompactionFailed { reason, .. }
                 if reason == "summary_input_too_large"
         )));
         let (_, v) = grade_with(

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use ctxbench_engine::mutants::Mutation;
 use ctxbench_harness::driver::{run_trial, ProviderSpec, TrialSpec};
-use ctxbench_harness::engine::mutants::Mutation;
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::runner::{Judge, Judgement};
 use ctxbench_harness::scenario::load_str;
@@ -165,8 +165,10 @@ pub async fn judge_with(
         trial: 0,
         run_seed: 1,
         provider: ProviderSpec::Fake,
-        mutation,
-        services: Default::default(),
+        variant: mutation.map(|m| m.as_str().to_string()),
+        services: ctxbench_harness::connect::Services::in_process(Arc::new(
+            ctxbench_engine::ReferenceFactory,
+        )),
     };
     let dir = tempfile::tempdir().unwrap();
     let record = run_trial(&spec, dir.path()).await;
@@ -189,8 +191,10 @@ pub async fn grade_with(
         trial: 0,
         run_seed: 1,
         provider: ProviderSpec::Fake,
-        mutation,
-        services: Default::default(),
+        variant: mutation.map(|m| m.as_str().to_string()),
+        services: ctxbench_harness::connect::Services::in_process(Arc::new(
+            ctxbench_engine::ReferenceFactory,
+        )),
     };
     let dir = tempfile::tempdir().unwrap();
     let record = run_trial(&spec, dir.path()).await;

@@ -191,7 +191,7 @@ fn shape(msgs: &[(&str, Option<&ctxbench_adapters::Message>)], i: usize) -> Stri
 #[cfg(test)]
 mod tests {
     use crate::testing::{grade_with, COMPACTING};
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -17,9 +17,9 @@
 //!   the engine holds are not the ones its ledger committed.
 
 use ctxbench_adapters::{ContentHash, Role};
-use ctxbench_harness::engine::{EngineEvent, TurnOutcome};
 use ctxbench_harness::record::TrialRecord;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::{EngineEvent, TurnOutcome};
 use sha2::{Digest, Sha256};
 
 use crate::common::{is_projection, messages, redacted_excerpt, role, short, turn_requests};
@@ -295,8 +295,8 @@ mod tests {
     use super::*;
     use crate::testing::{grade_with, COMPACTING};
     use ctxbench_adapters::Message;
-    use ctxbench_harness::engine::mutants::Mutation;
-    use ctxbench_harness::session::{Session, TurnStatus};
+    use ctxbench_engine::mutants::Mutation;
+    use ctxbench_engine::session::{Session, TurnStatus};
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -20,14 +20,16 @@
 //! And every non-dry-run manual `compact` step's outcome in `record.compactions` is the
 //! outcome its transaction's event reported (same kind, same reason or checkpoint id).
 
-use ctxbench_harness::engine::compaction::CompactionOutcome;
-use ctxbench_harness::engine::EngineEvent;
 use ctxbench_harness::scenario::{Fault, Step, SummaryStrategy};
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
+use ctxbench_harness::sut::CompactionOutcome;
+use ctxbench_harness::sut::EngineEvent;
 
 use crate::{verdict, GradeContext, Grader};
 
-pub use ctxbench_harness::engine::compaction::{FAILED_REASONS, UNCHANGED_REASONS};
+pub use ctxbench_harness::sut::reasons::{
+    COMPACTION_FAILED as FAILED_REASONS, UNCHANGED as UNCHANGED_REASONS,
+};
 
 /// The typed-reason grader.
 pub struct TypedReason;
@@ -271,7 +273,7 @@ impl Grader for TypedReason {
 #[cfg(test)]
 mod tests {
     use crate::testing::grade_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

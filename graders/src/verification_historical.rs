@@ -83,7 +83,7 @@ impl Grader for VerificationHistorical {
 #[cfg(test)]
 mod tests {
     use crate::testing::judge_with;
-    use ctxbench_harness::engine::mutants::Mutation;
+    use ctxbench_engine::mutants::Mutation;
     use ctxbench_harness::storage::schema::VerdictStatus;
     use ctxbench_harness::Mode;
 

@@ -175,14 +175,30 @@ impl std::str::FromStr for ProviderSpec {
 }
 
 /// What every trial of a run shares to reach its provider.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Services {
     /// A cassette being recorded or replayed.
     pub cassette: Option<Arc<Cassette>>,
-    /// The system under test (default: the in-process reference engine).
+    /// The system under test.
     pub sut: crate::external::SutSpec,
     /// HTTP clients (one connection pool) and the adaptive limiter every trial shares.
     http: Option<Arc<HttpShared>>,
+}
+
+impl Services {
+    /// Services for `sut` with the in-process fake provider (no cassette, no HTTP).
+    pub fn new(sut: crate::external::SutSpec) -> Self {
+        Services {
+            cassette: None,
+            sut,
+            http: None,
+        }
+    }
+
+    /// Services for an in-process system built by `factory`.
+    pub fn in_process(factory: Arc<dyn ctxbench_sut::SutFactory>) -> Self {
+        Services::new(crate::external::SutSpec::InProcess(factory))
+    }
 }
 
 impl std::fmt::Debug for Services {
@@ -244,6 +260,7 @@ impl Services {
     /// run replaying a cassette needs no key and opens no connection. A loopback server
     /// without the key variable set gets no key (llama.cpp, `serve-fake`).
     pub fn connect(
+        sut: crate::external::SutSpec,
         provider: &ProviderSpec,
         cassette: Option<Arc<Cassette>>,
         settings: &HttpSettings,
@@ -252,14 +269,14 @@ impl Services {
         let ProviderSpec::Http(h) = provider else {
             return Ok(Services {
                 cassette,
-                sut: Default::default(),
+                sut,
                 http: None,
             });
         };
         if replaying {
             return Ok(Services {
                 cassette,
-                sut: Default::default(),
+                sut,
                 http: None,
             });
         }
@@ -309,7 +326,7 @@ impl Services {
         };
         Ok(Services {
             cassette,
-            sut: Default::default(),
+            sut,
             http: Some(Arc::new(HttpShared {
                 base,
                 policy,

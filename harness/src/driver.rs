@@ -17,18 +17,18 @@ use ctxbench_adapters::fake::{FakeProvider, FakeTokenizer};
 use ctxbench_adapters::{Message, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall};
 use sha2::{Digest, Sha256};
 
-use crate::engine::compaction::CompactionOutcome;
-use crate::engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
-use crate::engine::{
-    EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome,
-};
-use crate::mode::Mode;
 use crate::record::CompactionRecord;
 use crate::record::{EventRecord, RequestRecord, ToolExecution, TrialRecord, TurnRecord};
 use crate::scenario::Fault;
 use crate::scenario::{Scenario, ScriptedCall, Step};
 use crate::seed::trial_seed;
 use crate::storage::schema::{OutcomeStatus, RequestRow, TrialOutcome, TrialStats, REQUEST_SCHEMA};
+use ctxbench_sut::CompactionOutcome;
+use ctxbench_sut::Mode;
+use ctxbench_sut::{
+    EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo, TurnOutcome,
+};
+use ctxbench_sut::{SutFaults, SutSetup};
 
 pub use crate::connect::ProviderSpec;
 use crate::connect::Services;
@@ -46,8 +46,9 @@ pub struct TrialSpec {
     pub run_seed: u64,
     /// Provider.
     pub provider: ProviderSpec,
-    /// A deliberately broken engine behaviour (grader tests and selftest only).
-    pub mutation: Option<crate::engine::mutants::Mutation>,
+    /// A deliberately broken variant of the system under test, by name (grader tests and
+    /// selftest only).
+    pub variant: Option<String>,
     /// Run-level plumbing (cassette, HTTP clients); default: none, the in-process fake.
     pub services: Services,
 }
@@ -371,8 +372,21 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         .cassette
         .as_ref()
         .is_some_and(|c| c.replaying());
+    // What the system under test declares about its request format reaches the fake model
+    // (and the record, for the graders) — the in-process factory's now, an external
+    // runtime's from its `ready`.
+    let mut declaration = spec
+        .services
+        .sut
+        .factory()
+        .map(|f| f.declaration())
+        .unwrap_or_default();
+    let mut fake_script = instance.fake.clone();
+    fake_script.memory = declaration.memory.clone();
+    fake_script.summary_marker = declaration.summary_request.clone();
+    let fake_model = Arc::new(FakeProvider::new(fake_script));
     let inner: Box<dyn Provider> = match &spec.provider {
-        ProviderSpec::Fake => Box::new(FakeProvider::new(instance.fake.clone())),
+        ProviderSpec::Fake => Box::new(fake_model.clone()),
         // A replayed trial reaches no network: every answer comes from the cassette.
         ProviderSpec::Http(_) if replaying => Box::new(Unreachable),
         ProviderSpec::Http(http) => {
@@ -400,7 +414,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let mut compactions: Vec<CompactionRecord> = Vec::new();
 
     let instructions_path = workdir.join("AGENTS.md");
-    let config = EngineConfig {
+    let config = SutSetup {
         mode: spec.mode,
         model: model.clone(),
         context: scenario.context,
@@ -408,8 +422,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         instructions_path: instructions_path.clone(),
         session_dir: workdir.join("session"),
         redact: scenario.secrets.clone(),
-        faults: engine_faults(&scenario.faults),
-        mutation: spec.mutation,
+        faults: sut_faults(&scenario.faults),
+        variant: spec.variant.clone(),
     };
     let mut server: Option<ctxbench_adapters::serve::FakeServerHandle> = None;
     let mut failure_reason: Option<String> = None;
@@ -422,18 +436,17 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         });
     let engine: Result<Box<dyn SystemUnderTest>, String> = match (prepared, &external) {
         (Err(e), _) => Err(e),
-        (Ok(()), None) => ReferenceEngine::create(config)
-            .map(|e| Box::new(e) as Box<dyn SystemUnderTest>)
-            .map_err(|e| e.to_string()),
+        (Ok(()), None) => match spec.services.sut.factory() {
+            Some(factory) => factory.create(config.clone()).map_err(|e| e.to_string()),
+            None => Err("no system under test".to_string()),
+        },
         (Ok(()), Some(ext)) => {
             let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
             // The agent's model: the fake provider playing this trial's script, or — with
             // an HTTP provider — the real upstream behind ctxbench's retry layer and
             // cassette. Either way the observer records every request the agent sends.
             let backend = match &spec.provider {
-                ProviderSpec::Fake => ctxbench_adapters::serve::Backend::fake(FakeProvider::new(
-                    instance.fake.clone(),
-                )),
+                ProviderSpec::Fake => ctxbench_adapters::serve::Backend::fake(fake_model.clone()),
                 ProviderSpec::Http(_) => {
                     ctxbench_adapters::serve::Backend::new(provider.clone() as Arc<dyn Provider>)
                         .with_model(model.model.clone())
@@ -480,7 +493,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         tools: config.tools.clone(),
                         redact: config.redact.clone(),
                         test: crate::external::protocol::TestHooks {
-                            mutation: spec.mutation.map(|m| m.as_str().to_string()),
+                            mutation: spec.variant.clone(),
                             summarizer_failures: config.faults.summarizer_failures.clone(),
                             checkpoint_write_crashes: config
                                 .faults
@@ -489,7 +502,14 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         },
                     };
                     match crate::external::ExternalSut::start(ext, start, place).await {
-                        Ok(sut) => Ok(Box::new(sut) as Box<dyn SystemUnderTest>),
+                        Ok(sut) => {
+                            declaration = sut.declaration();
+                            fake_model.declare(
+                                declaration.memory.clone(),
+                                declaration.summary_request.clone(),
+                            );
+                            Ok(Box::new(sut) as Box<dyn SystemUnderTest>)
+                        }
                         Err(e) => {
                             failure_reason = Some(e.kind().to_string());
                             Err(e.to_string())
@@ -583,14 +603,14 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                 }
                 Step::CorruptCheckpoint { how } => {
                     let session = workdir.join("session");
-                    // An external runtime keeps its session in its own format: ctxbench can
-                    // only damage a checkpoint it knows how to find (`ctxbench agent`'s). For
-                    // any other the step does nothing, and the graders that judge checkpoint
+                    // Only a system whose storage format ctxbench knows (an in-process one,
+                    // through its factory) can have its checkpoint damaged. For an external
+                    // runtime the step does nothing, and the graders that judge checkpoint
                     // reuse say not-applicable for lack of events anyway.
-                    if external.is_some() && !crate::session::has_snapshot(&session) {
+                    let Some(factory) = spec.services.sut.factory() else {
                         continue;
-                    }
-                    if let Err(e) = crate::session::corrupt_checkpoint(&session, *how) {
+                    };
+                    if let Err(e) = factory.corrupt_checkpoint(&session, *how) {
                         infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
                         break;
                     }
@@ -636,6 +656,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let mut record = assemble(
         spec,
         &model,
+        &declaration,
         seed,
         instance.steps,
         items,
@@ -661,8 +682,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     record
 }
 
-fn engine_faults(faults: &[Fault]) -> EngineFaults {
-    let mut f = EngineFaults::default();
+fn sut_faults(faults: &[Fault]) -> SutFaults {
+    let mut f = SutFaults::default();
     for fault in faults {
         match fault {
             Fault::SummarizerFailure { at_compaction } => {
@@ -715,7 +736,7 @@ impl SystemUnderTest for NullEngine {
             detail: "no engine".into(),
         }
     }
-    fn restart(&mut self, _events: &mut dyn EventSink) -> Result<(), crate::engine::EngineError> {
+    fn restart(&mut self, _events: &mut dyn EventSink) -> Result<(), ctxbench_sut::EngineError> {
         Ok(())
     }
     fn transcript(&self) -> Vec<Message> {
@@ -728,10 +749,41 @@ impl SystemUnderTest for NullEngine {
 
 type TurnTuple = (u64, String, TurnOutcome, usize, Option<Vec<String>>);
 
+/// Whether `request` is a summarization request, by the rule the fake model applies: the
+/// system's declared marker, else the default words in a request that opens no scripted
+/// turn.
+fn is_summary_request(
+    request: &ModelRequest,
+    declaration: &ctxbench_sut::Declaration,
+    scripted_users: &std::collections::HashSet<&str>,
+) -> bool {
+    use ctxbench_adapters::fake::summary::{instruction_index, SummaryRule};
+    let rule = SummaryRule {
+        marker: declaration.summary_request.clone(),
+    };
+    if instruction_index(request, &rule).is_none() {
+        return false;
+    }
+    if rule.marker.is_some() {
+        return true;
+    }
+    let last_user = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == ctxbench_adapters::Role::User);
+    last_user.is_none_or(|u| {
+        let text = request.messages[u].content.as_str();
+        !scripted_users
+            .iter()
+            .any(|t| text == *t || (!t.trim().is_empty() && text.contains(t.trim())))
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     spec: &TrialSpec,
     model: &ctxbench_adapters::capabilities::ModelCapabilities,
+    declaration: &ctxbench_sut::Declaration,
     seed: u64,
     steps: Vec<Step>,
     items: Vec<(u64, LogItem)>,
@@ -746,12 +798,19 @@ fn assemble(
     elapsed_ms: u64,
 ) -> TrialRecord {
     let scenario = &spec.scenario;
+    let scripted_users: std::collections::HashSet<&str> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Turn(t) => Some(t.user.as_str()),
+            _ => None,
+        })
+        .collect();
     let trial_id = spec.trial_id();
     let estimator = RequestEstimator::new(model.estimator);
     let mut messages: BTreeMap<String, Message> = BTreeMap::new();
     let mut requests: Vec<RequestRecord> = Vec::new();
     let mut events: Vec<EventRecord> = Vec::new();
-    let mut last_budget: Option<crate::engine::Budgeted> = None;
+    let mut last_budget: Option<ctxbench_sut::Budgeted> = None;
     let mut warned = false;
     let mut seq = 0u64;
     let mut stats = TrialStats {
@@ -760,7 +819,7 @@ fn assemble(
     };
     let mut turn_requests: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
 
-    let base_row = |step: u64, b: &Option<crate::engine::Budgeted>| RequestRow {
+    let base_row = |step: u64, b: &Option<ctxbench_sut::Budgeted>| RequestRow {
         schema: REQUEST_SCHEMA.into(),
         trial_id: trial_id.clone(),
         segment: 0,
@@ -845,11 +904,7 @@ fn assemble(
                 latency_ms,
             } => {
                 seq += 1;
-                let is_summary = request.messages.first().is_some_and(|m| {
-                    m.role == ctxbench_adapters::Role::System
-                        && m.content
-                            .starts_with(ctxbench_adapters::conventions::SUMMARY_REQUEST_MARKER)
-                });
+                let is_summary = is_summary_request(&request, declaration, &scripted_users);
                 let mut row = if is_summary {
                     base_row(step, &None)
                 } else {
@@ -1044,6 +1099,7 @@ fn assemble(
         stats,
         started_at,
         elapsed_ms,
+        declaration: declaration.clone(),
     }
 }
 

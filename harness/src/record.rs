@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use ctxbench_adapters::{Message, ModelResponse, ProviderError};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{EngineEvent, TurnOutcome};
-use crate::mode::Mode;
 use crate::scenario::Step;
 use crate::storage::schema::{RequestRow, TrialOutcome, TrialStats};
+use ctxbench_sut::Mode;
+use ctxbench_sut::{EngineEvent, TurnOutcome};
 
 /// One engine event with the step it happened in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ pub struct CompactionRecord {
     /// Whether it was a dry run.
     pub dry_run: bool,
     /// The transaction's outcome.
-    pub outcome: crate::engine::compaction::CompactionOutcome,
+    pub outcome: ctxbench_sut::CompactionOutcome,
 }
 
 /// One turn as the driver saw it.
@@ -118,6 +118,9 @@ pub struct TrialRecord {
     pub started_at: String,
     /// Wall time.
     pub elapsed_ms: u64,
+    /// What the system under test declared about its request format (how graders find its
+    /// memory and summarization requests).
+    pub declaration: ctxbench_sut::Declaration,
 }
 
 impl TrialRecord {

@@ -12,10 +12,8 @@ use tokio::sync::{Mutex, Semaphore};
 
 use crate::connect::Services;
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
-use crate::mode::Mode;
 use crate::progress::RunObserver;
 use crate::record::TrialRecord;
-use crate::redact::Redactor;
 use crate::scenario::Scenario;
 use crate::storage::schema::{
     CassetteUse, EventRow, Evidence, Manifest, ManifestScenario, MessageRow, RecallRow,
@@ -23,6 +21,8 @@ use crate::storage::schema::{
     MANIFEST_SCHEMA, MESSAGE_SCHEMA, TRIAL_SCHEMA,
 };
 use crate::storage::{RunStore, StorageError};
+use ctxbench_sut::redact::Redactor;
+use ctxbench_sut::Mode;
 
 /// Turns a trial record into verdicts.
 pub trait Judge: Send + Sync {
@@ -122,7 +122,7 @@ impl RunPlan {
                         trial,
                         run_seed: self.seed,
                         provider: self.provider.clone(),
-                        mutation: None,
+                        variant: None,
                         services: self.services.clone(),
                     });
                 }

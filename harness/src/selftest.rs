@@ -1,9 +1,16 @@
-//! Mutation testing of the graders: run a suite against the reference engine and against
-//! every deliberately broken variant ([`Mutation`]), and report which graders caught which
-//! mutant. A mutant is *caught* by a grader when that grader fails on some trial where it
-//! passed against the reference engine (same scenario, mode and seed). The mutation score
-//! is the share of mutants caught by at least one grader; a grader suite that scores below
-//! 100% has a blind spot, and a custom scenario suite that scores low is not sensitive.
+//! Mutation testing of the graders: run a suite against a system under test and against
+//! each of its deliberately broken [`Variant`]s, and report which graders caught which
+//! variant.
+//!
+//! Every variant declares the graders meant to catch it. A variant is **caught** only when
+//! one of those graders fails on a trial where it passed against the unbroken system (same
+//! scenario, mode and seed) and the variant's trial was not errored. Any other grader that
+//! starts failing is an *incidental* catch: reported, never counted — a variant that only
+//! crashes, or trips an unrelated grader, proves nothing about the grader meant for it.
+//!
+//! A variant's trial without a matching reference trial (the reference trial errored or is
+//! missing) is a harness problem and is reported as such, never treated as an empty
+//! baseline. With zero variants there is no score at all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,178 +18,210 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
-use crate::engine::mutants::Mutation;
-use crate::mode::Mode;
 use crate::runner::Judge;
 use crate::scenario::Scenario;
-use crate::storage::schema::VerdictStatus;
+use crate::storage::schema::{OutcomeStatus, VerdictStatus};
+use ctxbench_sut::{Mode, Variant};
 
-/// What one mutant did.
+/// What one variant did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantResult {
-    /// The mutation.
-    pub mutation: Mutation,
-    /// Graders that caught it (failed where the reference passed).
+    /// The variant.
+    pub variant: Variant,
+    /// Intended graders that caught it (failed where the reference passed).
     pub caught_by: BTreeSet<String>,
-    /// Trials where it was caught, e.g. `hostile-history/compact`.
+    /// Other graders that newly failed (reported, not counted).
+    pub incidental: BTreeSet<String>,
+    /// Trials where an intended grader caught it, e.g. `hostile-history/compact`.
     pub caught_in: BTreeSet<String>,
+    /// Trials of this variant that errored (infrastructure or harness), which prove nothing.
+    pub errored_in: BTreeSet<String>,
+}
+
+impl MutantResult {
+    /// Whether an intended grader caught it.
+    pub fn caught(&self) -> bool {
+        !self.caught_by.is_empty()
+    }
 }
 
 /// The selftest result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelftestReport {
-    /// Trials run against the reference engine.
+    /// Trials run against the unbroken system.
     pub reference_trials: usize,
-    /// `(trial, grader)` pairs where an invariant grader failed against the reference
-    /// engine (recall failures are data, not defects, and are not listed).
+    /// `(trial, grader)` pairs where an invariant grader failed against the unbroken system
+    /// (recall failures are data, not defects, and are not listed).
     pub reference_failures: Vec<(String, String)>,
-    /// One result per mutant, in [`Mutation::ALL`] order.
+    /// `(trial, detail)` of reference trials that errored: no baseline for that trial.
+    pub reference_errors: Vec<(String, String)>,
+    /// One result per variant, in the order given.
     pub mutants: Vec<MutantResult>,
 }
 
 impl SelftestReport {
-    /// Mutants caught / mutants run.
-    pub fn score(&self) -> f64 {
+    /// Variants caught by an intended grader / variants run; `None` with no variants.
+    pub fn score(&self) -> Option<f64> {
         if self.mutants.is_empty() {
-            return 1.0;
+            return None;
         }
-        self.mutants
-            .iter()
-            .filter(|m| !m.caught_by.is_empty())
-            .count() as f64
-            / self.mutants.len() as f64
+        let caught = self.mutants.iter().filter(|m| m.caught()).count();
+        Some(caught as f64 / self.mutants.len() as f64)
     }
 
-    /// Whether the reference engine passed every invariant grader and every mutant was
-    /// caught.
+    /// Whether the unbroken system passed every invariant grader with no errored trial, and
+    /// every variant (at least one) was caught by an intended grader.
     pub fn passed(&self) -> bool {
-        self.reference_failures.is_empty() && self.mutants.iter().all(|m| !m.caught_by.is_empty())
+        self.reference_failures.is_empty()
+            && self.reference_errors.is_empty()
+            && !self.mutants.is_empty()
+            && self.mutants.iter().all(MutantResult::caught)
     }
 }
 
 type Key = (String, Mode);
 
-/// Run the selftest. `modes` limits which modes run (default callers pass warn and
-/// compact: `off` has no context decisions to break).
+/// One judged trial: its failing graders, or why it proves nothing.
+struct Judged {
+    failing: BTreeSet<String>,
+    errored: Option<String>,
+}
+
+/// Run the selftest of `sut` (its `variants`, by name). `modes` limits which modes run
+/// (callers usually pass warn and compact: `off` has no context decisions to break). An
+/// external system gets each variant through the protocol's test-only
+/// `start.test.mutation`.
 pub async fn selftest(
     scenarios: &[Arc<Scenario>],
     modes: &[Mode],
-    mutations: &[Mutation],
-    seed: u64,
-    concurrency: usize,
-    judge: Arc<dyn Judge>,
-) -> SelftestReport {
-    selftest_on(
-        scenarios,
-        modes,
-        mutations,
-        seed,
-        concurrency,
-        judge,
-        crate::external::SutSpec::Reference,
-    )
-    .await
-}
-
-/// [`selftest`] against a chosen system under test (an external agent gets each mutation
-/// through the protocol's test-only `start.test.mutation`).
-pub async fn selftest_on(
-    scenarios: &[Arc<Scenario>],
-    modes: &[Mode],
-    mutations: &[Mutation],
+    variants: &[Variant],
     seed: u64,
     concurrency: usize,
     judge: Arc<dyn Judge>,
     sut: crate::external::SutSpec,
 ) -> SelftestReport {
-    let mut services = crate::connect::Services::default();
-    services.sut = sut;
-    let mut specs: Vec<TrialSpec> = Vec::new();
-    for variant in std::iter::once(None).chain(mutations.iter().copied().map(Some)) {
+    let services = crate::connect::Services::new(sut);
+    let mut specs: Vec<(Option<usize>, TrialSpec)> = Vec::new();
+    let names = std::iter::once(None).chain((0..variants.len()).map(Some));
+    for v in names {
         for s in scenarios {
-            for &mode in modes {
-                if s.modes.contains(&mode) {
-                    specs.push(TrialSpec {
+            for &mode in modes.iter().filter(|m| s.modes.contains(m)) {
+                specs.push((
+                    v,
+                    TrialSpec {
                         scenario: s.clone(),
                         mode,
                         trial: 0,
                         run_seed: seed,
                         provider: ProviderSpec::Fake,
-                        mutation: variant,
+                        variant: v.map(|i| variants[i].name.clone()),
                         services: services.clone(),
-                    });
-                }
+                    },
+                ));
             }
         }
     }
     let permits = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
-    for spec in specs {
+    for (v, spec) in specs {
         let permits = permits.clone();
         let judge = judge.clone();
         tasks.spawn(async move {
             let _p = permits.acquire_owned().await.ok();
-            let dir = crate::runner::trial_workdir().ok();
-            let failing: BTreeSet<String> = match &dir {
-                Some(d) => {
-                    let record = run_trial(&spec, d.path()).await;
-                    judge
+            let judged = match crate::runner::trial_workdir() {
+                Ok(dir) => {
+                    let record = run_trial(&spec, dir.path()).await;
+                    let errored = (record.outcome.status == OutcomeStatus::Errored)
+                        .then(|| format!("{}: {}", record.outcome.reason, record.outcome.detail));
+                    let failing = judge
                         .judge(&spec.scenario, &record)
                         .verdicts
                         .into_iter()
                         .filter(|v| v.status == VerdictStatus::Fail)
                         .map(|v| v.grader)
-                        .collect()
+                        .collect();
+                    Judged { failing, errored }
                 }
-                // No temporary directory: count it as a harness failure of every grader
-                // so it cannot pass silently.
-                None => ["harness".to_string()].into_iter().collect(),
+                Err(e) => Judged {
+                    failing: BTreeSet::new(),
+                    errored: Some(format!("no trial workspace: {e}")),
+                },
             };
-            (
-                spec.mutation,
-                (spec.scenario.id.clone(), spec.mode),
-                failing,
-            )
+            (v, (spec.scenario.id.clone(), spec.mode), judged)
         });
     }
-    let mut reference: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();
-    let mut mutated: Vec<(Mutation, Key, BTreeSet<String>)> = Vec::new();
-    while let Some(Ok((mutation, key, failing))) = tasks.join_next().await {
-        match mutation {
+    let mut reference: BTreeMap<Key, Judged> = BTreeMap::new();
+    let mut mutated: Vec<(usize, Key, Judged)> = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        // A panicking trial task is a harness bug; it must not vanish from the score.
+        let Ok((v, key, judged)) = joined else {
+            continue;
+        };
+        match v {
             None => {
-                reference.insert(key, failing);
+                reference.insert(key, judged);
             }
-            Some(m) => mutated.push((m, key, failing)),
+            Some(i) => mutated.push((i, key, judged)),
         }
     }
     let mut reference_failures = Vec::new();
-    for ((scenario, mode), failing) in &reference {
-        for g in failing.iter().filter(|g| g.as_str() != "recall") {
+    let mut reference_errors = Vec::new();
+    for ((scenario, mode), judged) in &reference {
+        if let Some(e) = &judged.errored {
+            reference_errors.push((format!("{scenario}/{mode}"), e.clone()));
+        }
+        for g in judged.failing.iter().filter(|g| g.as_str() != "recall") {
             reference_failures.push((format!("{scenario}/{mode}"), g.clone()));
         }
     }
-    let mutants = mutations
+    let mutants = variants
         .iter()
-        .map(|&m| {
-            let mut caught_by = BTreeSet::new();
-            let mut caught_in = BTreeSet::new();
-            for (_, key, failing) in mutated.iter().filter(|(x, _, _)| *x == m) {
-                let base = reference.get(key).cloned().unwrap_or_default();
-                for g in failing.difference(&base) {
-                    caught_by.insert(g.clone());
-                    caught_in.insert(format!("{}/{}", key.0, key.1));
+        .enumerate()
+        .map(|(i, variant)| {
+            let mut result = MutantResult {
+                variant: variant.clone(),
+                caught_by: BTreeSet::new(),
+                incidental: BTreeSet::new(),
+                caught_in: BTreeSet::new(),
+                errored_in: BTreeSet::new(),
+            };
+            for (_, key, judged) in mutated.iter().filter(|(x, _, _)| *x == i) {
+                let trial = format!("{}/{}", key.0, key.1);
+                let Some(base) = reference.get(key).filter(|b| b.errored.is_none()) else {
+                    // No baseline: nothing this trial shows can count.
+                    result
+                        .errored_in
+                        .insert(format!("{trial} (no reference result)"));
+                    continue;
+                };
+                if judged.errored.is_some() {
+                    result.errored_in.insert(trial);
+                    continue;
+                }
+                for g in judged.failing.difference(&base.failing) {
+                    if variant.intended.iter().any(|i| i == g) {
+                        result.caught_by.insert(g.clone());
+                        result.caught_in.insert(trial.clone());
+                    } else {
+                        result.incidental.insert(g.clone());
+                    }
                 }
             }
-            MutantResult {
-                mutation: m,
-                caught_by,
-                caught_in,
-            }
+            result
         })
         .collect();
+    // A reference trial that never came back (its task panicked) is a missing baseline.
+    for s in scenarios {
+        for &mode in modes.iter().filter(|m| s.modes.contains(m)) {
+            if !reference.contains_key(&(s.id.clone(), mode)) {
+                reference_errors.push((format!("{}/{mode}", s.id), "no result".to_string()));
+            }
+        }
+    }
     SelftestReport {
         reference_trials: reference.len(),
         reference_failures,
+        reference_errors,
         mutants,
     }
 }

@@ -21,9 +21,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ctxbench_harness::budget::BudgetBreakdown;
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::*;
+use ctxbench_harness::sut::BudgetBreakdown;
+use ctxbench_harness::Mode;
 
 struct Opts {
     rows: u64,

@@ -19,8 +19,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow};
+use ctxbench_harness::Mode;
 use polars::prelude::*;
 
 use crate::read::RunData;

@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
-use ctxbench_harness::mode::Mode;
+use ctxbench_harness::Mode;
 use plotters::prelude::*;
 use polars::prelude::*;
 

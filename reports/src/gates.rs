@@ -36,8 +36,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow, VerdictStatus};
+use ctxbench_harness::Mode;
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -21,8 +21,8 @@ use std::ops::Range;
 
 use polars::prelude::{AnyValue, Column};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, TrialRow, VerdictStatus};
+use ctxbench_harness::Mode;
 
 use crate::baseline::{Comparison, METRICS};
 use crate::charts::Chart;

@@ -48,8 +48,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow, VerdictStatus};
+use ctxbench_harness::Mode;
 
 use crate::error::ExportError;
 use crate::export::{Exporter, ReportData};

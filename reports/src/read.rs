@@ -34,12 +34,12 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use ctxbench_harness::budget::BudgetBreakdown;
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{
     EventRow, Manifest, ManifestScenario, TrialRow, EVENT_SCHEMA, MANIFEST_SCHEMA, REQUEST_SCHEMA,
     TRIAL_SCHEMA,
 };
+use ctxbench_harness::sut::BudgetBreakdown;
+use ctxbench_harness::Mode;
 use polars::prelude::*;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
@@ -236,7 +236,7 @@ pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
     })
 }
 
-fn trial_key(t: &TrialRow) -> (&str, ctxbench_harness::mode::Mode, u32, &str) {
+fn trial_key(t: &TrialRow) -> (&str, ctxbench_harness::Mode, u32, &str) {
     (t.scenario.as_str(), t.mode, t.trial, t.trial_id.as_str())
 }
 

@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use ctxbench_harness::mode::Mode;
+use ctxbench_harness::Mode;
 use polars::prelude::*;
 use serde::Serialize;
 

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use ctxbench_adapters::openai::{OpenAiConfig, OpenAiProvider};
 use ctxbench_adapters::{ModelRequest, ModelResponse, Provider, ProviderError, ToolCall};
-use ctxbench_harness::engine::mutants::Mutation;
-use ctxbench_harness::engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
-use ctxbench_harness::engine::{
-    EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo,
-};
+use ctxbench_engine::ReferenceFactory;
 use ctxbench_harness::external::protocol::{
     encode, FromAgent, Start, ToAgent, ToolFile, PROTOCOL_VERSION,
+};
+use ctxbench_sut::{
+    EngineEvent, EventSink, SutFactory, SutFaults, SutSetup, SystemUnderTest, ToolExecutor,
+    ToolOutput, TurnIo,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -97,22 +97,13 @@ impl ToolExecutor for FileTools {
 }
 
 struct Session {
-    engine: ReferenceEngine,
+    engine: Box<dyn SystemUnderTest>,
     provider: Counting,
     sent: Arc<AtomicU64>,
 }
 
 fn open(start: &Start) -> Result<Session, String> {
     let mode = start.mode.parse().map_err(|e| format!("mode: {e}"))?;
-    let mutation = match &start.test.mutation {
-        None => None,
-        Some(name) => Some(
-            Mutation::ALL
-                .into_iter()
-                .find(|m| m.as_str() == name)
-                .ok_or_else(|| format!("unknown mutation `{name}`"))?,
-        ),
-    };
     let provider = OpenAiProvider::new(OpenAiConfig::local(
         "ctxbench-agent",
         start.model.base_url.clone(),
@@ -122,21 +113,22 @@ fn open(start: &Start) -> Result<Session, String> {
     model.model = start.model.name.clone();
     model.context_window = start.model.context_window;
     model.max_output_tokens = start.model.max_output_tokens;
-    let engine = ReferenceEngine::create(EngineConfig {
-        mode,
-        model,
-        context: start.context,
-        tools: start.tools.clone(),
-        instructions_path: start.instructions_path.clone(),
-        session_dir: start.session_dir.clone(),
-        redact: start.redact.clone(),
-        faults: EngineFaults {
-            summarizer_failures: start.test.summarizer_failures.clone(),
-            checkpoint_write_crashes: start.test.checkpoint_write_crashes.clone(),
-        },
-        mutation,
-    })
-    .map_err(|e| e.to_string())?;
+    let engine = ReferenceFactory
+        .create(SutSetup {
+            mode,
+            model,
+            context: start.context,
+            tools: start.tools.clone(),
+            instructions_path: start.instructions_path.clone(),
+            session_dir: start.session_dir.clone(),
+            redact: start.redact.clone(),
+            faults: SutFaults {
+                summarizer_failures: start.test.summarizer_failures.clone(),
+                checkpoint_write_crashes: start.test.checkpoint_write_crashes.clone(),
+            },
+            variant: start.test.mutation.clone(),
+        })
+        .map_err(|e| e.to_string())?;
     let sent = Arc::new(AtomicU64::new(0));
     Ok(Session {
         engine,
@@ -198,6 +190,9 @@ async fn serve() -> anyhow::Result<()> {
                             id,
                             protocol: PROTOCOL_VERSION.into(),
                             agent: "ctxbench-reference".into(),
+                            // Like any runtime, it declares its memory markup and summary
+                            // marker; a black-box run declares nothing.
+                            declares: (!black_box()).then(|| ReferenceFactory.declaration()),
                         });
                     }
                     Err(message) => {

@@ -32,7 +32,7 @@ struct Outcome {
 pub fn conformance(args: ConformanceArgs) -> anyhow::Result<i32> {
     let spec = match crate::commands::run::sut(&args.sut, args.agent_timeout)? {
         SutSpec::External(e) => e,
-        SutSpec::Reference => {
+        SutSpec::InProcess(_) => {
             return Err(exit::usage(
                 "conformance checks an external agent: --sut exec:COMMAND ARGS",
             ))

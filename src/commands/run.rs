@@ -161,9 +161,8 @@ fn services(
         attempt_timeout: std::time::Duration::from_secs(args.request_timeout),
         jitter_seed: seed,
     };
-    let mut services = Services::connect(provider, cassette, &settings).map_err(exit::usage)?;
-    services.sut = sut(sut_text, args.agent_timeout)?;
-    Ok(services)
+    let sut = sut(sut_text, args.agent_timeout)?;
+    Services::connect(sut, provider, cassette, &settings).map_err(exit::usage)
 }
 
 /// Resolve `--sut` and `--agent-timeout`.
@@ -174,8 +173,12 @@ pub(crate) fn sut(
     if timeout_secs == 0 {
         return Err(exit::usage("--agent-timeout must be at least 1"));
     }
-    ctxbench_harness::external::SutSpec::parse(sut, std::time::Duration::from_secs(timeout_secs))
-        .map_err(exit::usage)
+    ctxbench_harness::external::SutSpec::parse(
+        sut,
+        std::time::Duration::from_secs(timeout_secs),
+        std::sync::Arc::new(ctxbench_engine::ReferenceFactory),
+    )
+    .map_err(exit::usage)
 }
 
 fn fresh_plan(

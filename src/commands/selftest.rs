@@ -4,9 +4,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ctxbench_harness::engine::mutants::Mutation;
-use ctxbench_harness::selftest::selftest_on as run_selftest;
+use ctxbench_harness::selftest::selftest as run_selftest;
 use ctxbench_harness::Mode;
+use ctxbench_sut::SutFactory;
 
 use crate::cli::SelftestArgs;
 use crate::exit;
@@ -40,7 +40,8 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
     let report = runtime.block_on(run_selftest(
         &scenarios,
         &modes,
-        &Mutation::ALL,
+        // `ctxbench agent` is the reference engine too: its variants are the same.
+        &ctxbench_engine::ReferenceFactory.variants(),
         args.seed,
         concurrency,
         Arc::new(ctxbench_graders::Graders),
@@ -49,44 +50,67 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "reference engine: {} trials, {} invariant failure(s)",
+        "system under test: {} trials, {} invariant failure(s), {} errored",
         report.reference_trials,
-        report.reference_failures.len()
+        report.reference_failures.len(),
+        report.reference_errors.len()
     )?;
     for (trial, grader) in &report.reference_failures {
         writeln!(out, "  FAIL {grader} on {trial}")?;
     }
+    for (trial, detail) in &report.reference_errors {
+        writeln!(
+            out,
+            "  ERRORED {trial}: {detail} (no baseline for its variants)"
+        )?;
+    }
     let width = report
         .mutants
         .iter()
-        .map(|m| m.mutation.as_str().len())
+        .map(|m| m.variant.name.len())
         .max()
-        .unwrap_or(8);
-    writeln!(out, "{:width$}  caught by", "mutant")?;
+        .unwrap_or(8)
+        .max("variant".len());
+    writeln!(
+        out,
+        "{:width$}  intended grader(s) → caught by · incidental",
+        "variant"
+    )?;
     for m in &report.mutants {
         let by: Vec<&str> = m.caught_by.iter().map(String::as_str).collect();
+        let incidental: Vec<&str> = m.incidental.iter().map(String::as_str).collect();
         writeln!(
             out,
-            "{:width$}  {}",
-            m.mutation.as_str(),
+            "{:width$}  {} → {}{}{}",
+            m.variant.name,
+            m.variant.intended.join(", "),
             if by.is_empty() {
                 "NOT CAUGHT".to_string()
             } else {
                 by.join(", ")
+            },
+            if incidental.is_empty() {
+                String::new()
+            } else {
+                format!(" · incidental: {}", incidental.join(", "))
+            },
+            if m.errored_in.is_empty() {
+                String::new()
+            } else {
+                format!(" · {} errored trial(s)", m.errored_in.len())
             }
         )?;
     }
-    let caught = report
-        .mutants
-        .iter()
-        .filter(|m| !m.caught_by.is_empty())
-        .count();
-    writeln!(
-        out,
-        "mutation score: {caught}/{} ({:.0}%)",
-        report.mutants.len(),
-        report.score() * 100.0
-    )?;
+    let caught = report.mutants.iter().filter(|m| m.caught()).count();
+    match report.score() {
+        Some(score) => writeln!(
+            out,
+            "mutation score: {caught}/{} ({:.0}%) caught by an intended grader",
+            report.mutants.len(),
+            score * 100.0
+        )?,
+        None => writeln!(out, "mutation score: none (no variants to run)")?,
+    }
     Ok(if report.passed() {
         exit::OK
     } else {

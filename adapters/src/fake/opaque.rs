@@ -10,9 +10,9 @@
 //! * a request carries an item as `{OPAQUE_OPEN} provider="P" model="M">DATA{OPAQUE_CLOSE}`
 //!   (what the harness's `checkpoint::memory_text` writes);
 //! * [`readable_view`] replaces every item this provider and model can decode with its text,
-//!   as conversation memory (inside a memory block, so lowest precedence and never
-//!   authoritative), and removes every other item: a foreign item cannot be read, just as a
-//!   real provider would reject or ignore it.
+//!   as conversation memory (always memory to the fake, whatever markup surrounds it: lowest
+//!   precedence and never authoritative), and removes every other item: a foreign item
+//!   cannot be read, just as a real provider would reject or ignore it.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -20,8 +20,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use sha2::{Digest, Sha256};
 
-use super::probe::split_memory;
-use crate::conventions::{MEMORY_CLOSE, MEMORY_OPEN, OPAQUE_CLOSE, OPAQUE_OPEN};
+use super::layout::{DECODED_CLOSE, DECODED_OPEN};
+use crate::conventions::{OPAQUE_CLOSE, OPAQUE_OPEN};
 use crate::ModelRequest;
 
 /// Prefix (format version) of the fake's opaque payload.
@@ -95,12 +95,6 @@ fn rewrite(content: &str, provider: &str, model: &str) -> Option<String> {
     if !content.contains(OPAQUE_OPEN) {
         return None;
     }
-    let (_, inside) = split_memory(content);
-    let in_memory = |pos: usize| {
-        inside
-            .iter()
-            .any(|&(off, seg)| pos >= off && pos < off + seg.len())
-    };
     let mut out = String::with_capacity(content.len());
     let mut last = 0;
     for caps in re.captures_iter(content) {
@@ -114,13 +108,9 @@ fn rewrite(content: &str, provider: &str, model: &str) -> Option<String> {
         let Some(text) = decode_opaque(model, field(3)) else {
             continue;
         };
-        // The decoded text must not open or close memory blocks itself.
-        let text = text.replace(MEMORY_OPEN, "").replace(MEMORY_CLOSE, "");
-        if in_memory(whole.start()) {
-            out.push_str(&text);
-        } else {
-            out.push_str(&format!("{MEMORY_OPEN}{text}{MEMORY_CLOSE}"));
-        }
+        // The decoded text must not open or close the fake's memory blocks itself.
+        let text = text.replace(DECODED_OPEN, "").replace(DECODED_CLOSE, "");
+        out.push_str(&format!("{DECODED_OPEN}{text}{DECODED_CLOSE}"));
     }
     out.push_str(&content[last..]);
     Some(out)
@@ -206,21 +196,19 @@ mod tests {
         let other_provider = item_markup("acme", "m1", &encode_opaque("m1", "The key is 42."));
         let lying_header = item_markup("fake", "m1", &encode_opaque("m2", "The key is 7."));
         let r = req(vec![
-            Message::system(format!("{MEMORY_OPEN}\nheader\n{own}\n{MEMORY_CLOSE}")),
+            Message::system(format!("<memory>\nheader\n{own}\n</memory>")),
             Message::user(format!("x {other_model} y {other_provider} {lying_header}")),
             Message::assistant(own.clone()),
         ]);
         let v = readable_view(&r, "fake", "m1");
+        let decoded = format!("{DECODED_OPEN}The owner is Ana.{DECODED_CLOSE}");
         assert_eq!(
             v.messages[0].content,
-            format!("{MEMORY_OPEN}\nheader\nThe owner is Ana.\n{MEMORY_CLOSE}")
+            format!("<memory>\nheader\n{decoded}\n</memory>")
         );
         assert_eq!(v.messages[1].content, "x  y  ");
-        // Outside a memory block, the decoded text is wrapped as memory.
-        assert_eq!(
-            v.messages[2].content,
-            format!("{MEMORY_OPEN}The owner is Ana.{MEMORY_CLOSE}")
-        );
+        // Wherever it sits, the decoded text is the fake's memory.
+        assert_eq!(v.messages[2].content, decoded);
         // No item: borrowed as is.
         let plain = req(vec![Message::user("hi")]);
         assert!(matches!(

@@ -1,131 +1,147 @@
-//! How the fake provider answers a probe: **only from the request**, by precedence.
+//! How the fake model answers a probe: **only from the request**, by precedence, tolerant to
+//! paraphrase.
 //!
-//! A probe asks for facts by id; the provider knows each fact's possible wordings
-//! ([`FakeFact::statements`], version 0 first) but not which one the engine kept. It looks
-//! for them in the request, place by place, in this order:
+//! A probe asks for facts by id. The model knows each fact's versions (oldest first) and,
+//! per version, what counts as its presence:
 //!
-//! 1. **instructions** — system messages, text outside any conversation-memory block,
-//!    newest system message first;
-//! 2. **the current user message** — the latest `user` message, outside memory blocks;
-//! 3. **the conversation** — user, assistant and tool messages (contents only), newest
-//!    first, outside memory blocks;
-//! 4. **conversation memory** — the text inside `MEMORY_OPEN … MEMORY_CLOSE` blocks of any
-//!    message, newest message first.
+//! * with a declared **answer value** (`value:` in the scenario), the version is present
+//!   where its value occurs as whole words (case, spacing and quote marks aside) — and,
+//!   when the fact names what it is **about**, that subject occurs in the same clause
+//!   (`svc-3: 8003` is svc-3's port, not svc-4's);
+//! * without one, where its statement occurs, case, spacing and final punctuation aside.
 //!
-//! The answer is taken from the first place where any statement of the fact occurs
-//! verbatim (case-sensitive substring). If several statements occur in that place, the one
-//! occurring last wins (the occurrence that ends last; at an equal end, the longer one, so a
-//! statement that contains another one wins). A fact found nowhere, or an id the script does
-//! not define, is answered with [`UNKNOWN_ANSWER`]: recall measures exactly what the
-//! context manager kept, and an abstention probe rewards not guessing.
+//! It looks place by place ([`places`]): instructions (newest system message first), the
+//! current user message, the conversation (newest message first), memory (newest first).
+//! The first place holding any version answers; inside it the occurrence that ends last
+//! wins (at an equal end, the longer match). Nothing anywhere: `unknown`.
 //!
-//! An unclosed memory block runs to the end of its message: unlabelled-but-opened memory is
-//! still untrusted.
+//! **The answer names a version, never its text.** A probe reply line is
+//! `N. [recall:TOKEN]` — TOKEN a digest of the fact id, version number and statement, which
+//! the recall grader resolves ([`version_token`]) — or `N. unknown`. A reply therefore
+//! carries no fact into the conversation: a later probe can only be answered from the
+//! original statement or what the engine kept of it, so a probe's depth is its distance from
+//! the statement, never from the previous probe.
 
+use sha2::{Digest, Sha256};
+
+use super::layout::{places, MemoryRule, Segment};
+use super::text::{clauses, find_bounded, normalize, trim_terminal};
 use super::FakeFact;
-use crate::conventions::{MEMORY_CLOSE, MEMORY_OPEN, UNKNOWN_ANSWER};
-use crate::{Message, ModelRequest, Role};
+use crate::ModelRequest;
 
-/// A piece of one message's text, with its byte offset in that message.
-pub(crate) type Segment<'a> = (usize, &'a str);
+/// The answer a model gives to a probe whose fact is not in its context.
+pub const UNKNOWN_ANSWER: &str = "unknown";
 
-/// Split a message's text into the parts outside and inside conversation-memory blocks.
-pub(crate) fn split_memory(text: &str) -> (Vec<Segment<'_>>, Vec<Segment<'_>>) {
-    let mut outside = Vec::new();
-    let mut inside = Vec::new();
-    let mut pos = 0;
-    while let Some(rel) = text[pos..].find(MEMORY_OPEN) {
-        outside.push((pos, &text[pos..pos + rel]));
-        let start = pos + rel + MEMORY_OPEN.len();
-        match text[start..].find(MEMORY_CLOSE) {
-            Some(end) => {
-                inside.push((start, &text[start..start + end]));
-                pos = start + end + MEMORY_CLOSE.len();
-            }
-            None => {
-                inside.push((start, &text[start..]));
-                pos = text.len();
-            }
-        }
-    }
-    if pos < text.len() {
-        outside.push((pos, &text[pos..]));
-    }
-    (outside, inside)
+/// Prefix of a recalled-version token in a probe reply line.
+pub const RECALL_PREFIX: &str = "[recall:";
+
+/// What the model found for one probed fact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recalled {
+    /// Version `version` (0 = the first statement) of the fact.
+    Version(usize),
+    /// No version in the request (or an id the script does not define).
+    Unknown,
 }
 
-/// The statement occurring last in `segments`, if any occurs.
-fn latest_statement<'s>(segments: &[Segment<'_>], statements: &'s [String]) -> Option<&'s str> {
-    let mut best: Option<((usize, usize), &'s str)> = None;
-    for statement in statements.iter().filter(|s| !s.is_empty()) {
-        for &(offset, seg) in segments {
-            if let Some(i) = seg.rfind(statement.as_str()) {
-                let key = (offset + i + statement.len(), statement.len());
-                if best.is_none_or(|(k, _)| key > k) {
-                    best = Some((key, statement.as_str()));
+/// The token naming version `version` of fact `id` stated as `statement`: 12 hex digits.
+pub fn version_token(id: &str, version: usize, statement: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"ctxbench.recall.v1\0");
+    h.update(id.as_bytes());
+    h.update(b"\0");
+    h.update((version as u64).to_le_bytes());
+    h.update(statement.as_bytes());
+    hex::encode(&h.finalize()[..6])
+}
+
+/// The reply line text for one answer (without the `N. ` number).
+pub fn answer_text(fact: Option<&FakeFact>, recalled: &Recalled) -> String {
+    match (fact, recalled) {
+        (Some(f), Recalled::Version(v)) => match f.statements.get(*v) {
+            Some(s) => format!("{RECALL_PREFIX}{}]", version_token(&f.id, *v, s)),
+            None => UNKNOWN_ANSWER.to_string(),
+        },
+        _ => UNKNOWN_ANSWER.to_string(),
+    }
+}
+
+/// One occurrence of a version: (group position key, match length, version).
+type Hit = ((usize, usize), usize, usize);
+
+/// Occurrences of every version of `fact` in one message's pieces.
+fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
+    let about = fact
+        .about
+        .as_deref()
+        .map(normalize)
+        .filter(|a| !a.is_empty());
+    let mut out = Vec::new();
+    for seg in group {
+        let text = normalize(seg.text);
+        for (v, statement) in fact.statements.iter().enumerate() {
+            let value = fact
+                .values
+                .get(v)
+                .map(|x| normalize(x))
+                .filter(|x| !x.is_empty());
+            match value {
+                Some(value) => {
+                    for at in find_bounded(&text, &value) {
+                        let end = at + value.len();
+                        if let Some(about) = &about {
+                            let clause = clauses(&text)
+                                .into_iter()
+                                .find(|&(s, e)| s <= at && end <= e);
+                            let in_clause = clause
+                                .is_some_and(|(s, e)| !find_bounded(&text[s..e], about).is_empty());
+                            if !in_clause {
+                                continue;
+                            }
+                        }
+                        out.push(((seg.offset, end), value.len(), v));
+                    }
+                }
+                None => {
+                    let needle = normalize(trim_terminal(statement));
+                    if needle.is_empty() {
+                        continue;
+                    }
+                    for (at, _) in text.match_indices(needle.as_str()) {
+                        out.push(((seg.offset, at + needle.len()), needle.len(), v));
+                    }
                 }
             }
         }
     }
-    best.map(|(_, s)| s)
+    out
 }
 
-/// The places of a request in precedence order, each a list of text segments.
-fn places(request: &ModelRequest) -> Vec<Vec<Segment<'_>>> {
-    let msgs = &request.messages;
-    let current_user = msgs.iter().rposition(|m| m.role == Role::User);
-    let split: Vec<(&Message, Vec<Segment<'_>>, Vec<Segment<'_>>)> = msgs
-        .iter()
-        .map(|m| {
-            let (o, i) = split_memory(&m.content);
-            (m, o, i)
-        })
-        .collect();
-
-    let mut places = Vec::new();
-    // 1. Instructions, newest first.
-    for (m, outside, _) in split.iter().rev() {
-        if m.role == Role::System {
-            places.push(outside.clone());
+/// What the model finds for `fact` in `request` (see the module docs).
+pub fn recall(request: &ModelRequest, fact: &FakeFact, rule: &MemoryRule) -> Recalled {
+    for (_, group) in places(request, rule) {
+        let best = hits(fact, &group)
+            .into_iter()
+            .max_by_key(|&(key, len, _)| (key, len));
+        if let Some((_, _, v)) = best {
+            return Recalled::Version(v);
         }
     }
-    // 2. The current user message.
-    if let Some(u) = current_user {
-        places.push(split[u].1.clone());
-    }
-    // 3. The conversation, newest first, minus the current user message.
-    for (idx, (m, outside, _)) in split.iter().enumerate().rev() {
-        if m.role != Role::System && Some(idx) != current_user {
-            places.push(outside.clone());
-        }
-    }
-    // 4. Memory blocks, newest message first.
-    for (_, _, inside) in split.iter().rev() {
-        if !inside.is_empty() {
-            places.push(inside.clone());
-        }
-    }
-    places
+    Recalled::Unknown
 }
 
-/// Answer the facts `ids` (in order) from `request` alone, one answer per id.
-///
-/// `facts` is the script's fact list; the answer is the winning statement verbatim, or
-/// [`UNKNOWN_ANSWER`].
-pub fn answer_probe(request: &ModelRequest, facts: &[FakeFact], ids: &[String]) -> Vec<String> {
-    let places = places(request);
+/// Answer the facts `ids` (in order) from `request` alone: one reply line text per id.
+pub fn answer_probe(
+    request: &ModelRequest,
+    facts: &[FakeFact],
+    ids: &[String],
+    rule: &MemoryRule,
+) -> Vec<String> {
     ids.iter()
         .map(|id| {
-            facts
-                .iter()
-                .find(|f| &f.id == id)
-                .and_then(|fact| {
-                    places
-                        .iter()
-                        .find_map(|segs| latest_statement(segs, &fact.statements))
-                })
-                .unwrap_or(UNKNOWN_ANSWER)
-                .to_string()
+            let fact = facts.iter().find(|f| &f.id == id);
+            let recalled = fact.map_or(Recalled::Unknown, |f| recall(request, f, rule));
+            answer_text(fact, &recalled)
         })
         .collect()
 }
@@ -133,6 +149,7 @@ pub fn answer_probe(request: &ModelRequest, facts: &[FakeFact], ids: &[String]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Markup, Message};
 
     fn req(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
@@ -147,186 +164,163 @@ mod tests {
         FakeFact {
             id: id.into(),
             statements: statements.iter().map(|s| s.to_string()).collect(),
+            values: Vec::new(),
+            about: None,
+        }
+    }
+
+    fn rule() -> MemoryRule {
+        MemoryRule {
+            markup: Some(Markup {
+                open: "<memory>".into(),
+                close: "</memory>".into(),
+            }),
+            instructions: Vec::new(),
         }
     }
 
     fn memory(text: &str) -> String {
-        format!("{MEMORY_OPEN}{text}{MEMORY_CLOSE}")
+        format!("<memory>{text}</memory>")
     }
 
-    fn ask(request: &ModelRequest, facts: &[FakeFact], ids: &[&str]) -> Vec<String> {
-        let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
-        answer_probe(request, facts, &ids)
+    fn found(r: &ModelRequest, f: &FakeFact) -> Recalled {
+        recall(r, f, &rule())
     }
 
     const V0: &str = "The deploy window is Friday.";
     const V1: &str = "The deploy window is Tuesday.";
 
     #[test]
-    fn split_memory_segments() {
-        let text = format!("a{}b{}", memory("m1"), memory("m2"));
-        let (o, i) = split_memory(&text);
-        let outside: Vec<&str> = o.iter().map(|s| s.1).collect();
-        let inside: Vec<&str> = i.iter().map(|s| s.1).collect();
-        assert_eq!(outside, vec!["a", "b"]);
-        assert_eq!(inside, vec!["m1", "m2"]);
-        // Offsets point into the original text.
-        for (off, s) in o.iter().chain(i.iter()) {
-            assert_eq!(&text[*off..*off + s.len()], *s);
-        }
-        // Unclosed: the rest is memory.
-        let text = format!("x{MEMORY_OPEN}tail");
-        let (o, i) = split_memory(&text);
-        assert_eq!(o.iter().map(|s| s.1).collect::<Vec<_>>(), vec!["x"]);
-        assert_eq!(i.iter().map(|s| s.1).collect::<Vec<_>>(), vec!["tail"]);
-    }
-
-    #[test]
-    fn found_in_conversation() {
+    fn found_in_conversation_case_and_spacing_aside() {
         let r = req(vec![
             Message::system("You are helpful."),
-            Message::user(format!("Note: {V0} Thanks.")),
-            Message::assistant("Noted."),
+            Message::user("Note: the  deploy window is FRIDAY! Thanks."),
             Message::user("What is the deploy window?"),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
+        assert_eq!(found(&r, &fact("w", &[V0, V1])), Recalled::Version(0));
     }
 
     #[test]
     fn abstains_when_absent_or_undefined() {
         let r = req(vec![Message::user("What is the deploy window?")]);
         let facts = [fact("w", &[V0, V1]), fact("never", &[])];
+        let ids: Vec<String> = ["w", "never", "no-such-id"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(
-            ask(&r, &facts, &["w", "never", "no-such-id"]),
+            answer_probe(&r, &facts, &ids, &rule()),
             vec![UNKNOWN_ANSWER; 3]
         );
     }
 
     #[test]
-    fn instructions_beat_user_and_conversation() {
-        let r = req(vec![
-            Message::system(format!("Policy: {V0}")),
-            Message::user(V1),
-            Message::assistant(V1),
-            Message::user(format!("Remember: {V1} What is the window?")),
-        ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
+    fn answers_name_the_version_not_its_text() {
+        let r = req(vec![Message::user(V1), Message::user("q")]);
+        let f = fact("w", &[V0, V1]);
+        let a = answer_probe(&r, &[f], &["w".to_string()], &rule());
+        assert_eq!(a, vec![format!("[recall:{}]", version_token("w", 1, V1))]);
+        assert!(!a[0].contains("Tuesday"));
+        assert_ne!(version_token("w", 0, V0), version_token("w", 1, V1));
     }
 
     #[test]
-    fn current_user_beats_conversation() {
+    fn precedence_instructions_current_user_conversation_memory() {
+        let f = fact("w", &[V0, V1]);
+        // Instructions beat everything.
+        let r = req(vec![
+            Message::system(format!("Policy: {V0}")),
+            Message::assistant(V1),
+            Message::user(format!("Remember: {V1} What is the window?")),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
+        // The current user message beats the conversation.
         let r = req(vec![
             Message::user(V1),
             Message::assistant(V1),
             Message::user(format!("Actually, {V0} Right?")),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
-    }
-
-    #[test]
-    fn newest_conversation_message_wins() {
+        assert_eq!(found(&r, &f), Recalled::Version(0));
+        // Memory has the lowest precedence, even inside a system message.
         let r = req(vec![
+            Message::system(format!("Rules.{}", memory(V1))),
             Message::user(V0),
-            Message::assistant("ok"),
-            Message::user(V1),
-            Message::assistant("ok"),
-            Message::tool_result("call_1", "log: nothing relevant"),
             Message::user("Which day?"),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V1]);
-        // A newer tool result mentioning the old version wins over the older user message.
-        let mut r2 = r.clone();
-        r2.messages[4] = Message::tool_result("call_1", format!("wiki says: {V0}"));
-        assert_eq!(ask(&r2, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
-    }
-
-    #[test]
-    fn last_occurrence_within_a_message_wins() {
-        let r = req(vec![
-            Message::user(format!("First {V1} then later {V0}")),
-            Message::user("q"),
-        ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
-        let r = req(vec![
-            Message::user(format!("First {V0} then later {V1}")),
-            Message::user("q"),
-        ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V1]);
-    }
-
-    #[test]
-    fn containing_statement_wins_over_contained_prefix() {
-        let f = fact("port", &["The port is 80", "The port is 8080"]);
-        let r = req(vec![Message::user("The port is 8080."), Message::user("q")]);
-        assert_eq!(ask(&r, &[f], &["port"]), vec!["The port is 8080"]);
-    }
-
-    #[test]
-    fn memory_has_lowest_precedence() {
-        // Memory says V1, but an older conversation message outside memory says V0.
-        let r = req(vec![
-            Message::system(format!("Be brief.\n{}", memory(V1))),
-            Message::user(V0),
-            Message::assistant("ok"),
-            Message::user("Which day?"),
-        ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
-    }
-
-    #[test]
-    fn memory_is_used_when_nothing_else_has_the_fact() {
-        let r = req(vec![
-            Message::system(format!(
-                "Be brief.\n{}\n{}",
-                memory(&format!("Old: {V0}")),
-                memory(&format!("Newer: {V1}"))
-            )),
-            Message::user("Which day?"),
-        ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V1]);
-        // Newest message's memory first.
+        assert_eq!(found(&r, &f), Recalled::Version(0));
+        // Memory answers when nothing else has the fact; newest memory first.
         let r = req(vec![
             Message::system(memory(V1)),
             Message::assistant(memory(V0)),
             Message::user("Which day?"),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V0]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
     }
 
     #[test]
-    fn memory_inside_a_system_message_is_not_instruction() {
-        // The memory block in the system message must not outrank the conversation.
+    fn newest_message_and_last_occurrence_win() {
+        let f = fact("w", &[V0, V1]);
         let r = req(vec![
-            Message::system(format!("Rules.{}", memory(V0))),
+            Message::user(V0),
             Message::user(V1),
+            Message::tool_result("c", "log"),
             Message::user("Which day?"),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0, V1])], &["w"]), vec![V1]);
+        assert_eq!(found(&r, &f), Recalled::Version(1));
+        let r = req(vec![
+            Message::user(format!("First {V1} then later {V0}")),
+            Message::user("q"),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
     }
 
     #[test]
-    fn several_facts_in_order() {
+    fn values_are_paraphrase_tolerant_and_bounded() {
+        let f = FakeFact {
+            id: "port".into(),
+            statements: vec![
+                "The API listens on port 80.".into(),
+                "Move the API to port 8080.".into(),
+            ],
+            values: vec!["80".into(), "8080".into()],
+            about: None,
+        };
         let r = req(vec![
-            Message::user("The build uses cargo. The owner is Ana."),
+            Message::system(memory("- api port: 8080 (moved)")),
             Message::user("q"),
         ]);
-        let facts = [
-            fact("tool", &["The build uses cargo."]),
-            fact("owner", &["The owner is Ana.", "The owner is Bo."]),
-            fact("secret", &["The key is 42."]),
-        ];
-        assert_eq!(
-            ask(&r, &facts, &["owner", "secret", "tool"]),
-            vec!["The owner is Ana.", UNKNOWN_ANSWER, "The build uses cargo."]
-        );
+        assert_eq!(found(&r, &f), Recalled::Version(1));
+        let r = req(vec![
+            Message::user("nothing about ports, 180 or 808"),
+            Message::user("q"),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Unknown);
     }
 
     #[test]
-    fn matching_is_verbatim() {
+    fn about_must_share_the_clause_with_the_value() {
+        let f = FakeFact {
+            id: "svc3".into(),
+            statements: vec!["The port of svc-3 is 8003.".into()],
+            values: vec!["8003".into()],
+            about: Some("svc-3".into()),
+        };
         let r = req(vec![
-            Message::user("the deploy window is friday."),
+            Message::user("svc-3: 8003; svc-4: 8004"),
             Message::user("q"),
         ]);
-        assert_eq!(ask(&r, &[fact("w", &[V0])], &["w"]), vec![UNKNOWN_ANSWER]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
+        let r = req(vec![
+            Message::user("svc-4: 8003; svc-3: 9000"),
+            Message::user("q"),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Unknown);
+    }
+
+    #[test]
+    fn containing_statement_wins_over_contained_one() {
+        let f = fact("port", &["The port is 80", "The port is 8080"]);
+        let r = req(vec![Message::user("The port is 8080."), Message::user("q")]);
+        assert_eq!(found(&r, &f), Recalled::Version(1));
     }
 }

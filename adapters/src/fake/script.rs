@@ -5,6 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::summary::{FakeSummaryDefect, SummaryProfile};
+use super::taint::FakeHostile;
+use crate::Markup;
+
 /// Everything the fake provider plays for one trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FakeScript {
@@ -14,14 +18,32 @@ pub struct FakeScript {
     pub context_window: u64,
     /// Turns in script order, matched by the text of the request's latest user message.
     pub turns: Vec<FakeTurn>,
-    /// Facts the provider can look for when asked a probe.
+    /// Facts the provider can look for when asked a probe (and for nothing else: its
+    /// summaries never read them).
     pub facts: Vec<FakeFact>,
+    /// Marked hostile spans it acts on when it finds them in an authoritative position.
+    #[serde(default)]
+    pub hostile: Vec<FakeHostile>,
     /// Injected faults.
     pub faults: Vec<FakeFault>,
-    /// Defects of the model-generated summaries this provider writes when asked to
-    /// summarize (see [`crate::conventions::SUMMARY_REQUEST_MARKER`]).
+    /// How faithfully it summarizes when asked to.
+    #[serde(default)]
+    pub summary_profile: SummaryProfile,
+    /// Defects of the summaries it writes.
     #[serde(default)]
     pub summary_defects: Vec<FakeSummaryDefect>,
+    /// The memory markup the system under test declared (none: the undeclared rule).
+    #[serde(default)]
+    pub memory: Option<Markup>,
+    /// The summary-request marker the system under test declared (none: the default rule).
+    #[serde(default)]
+    pub summary_marker: Option<String>,
+    /// Every version of the instruction file, for the undeclared memory rule.
+    #[serde(default)]
+    pub instructions: Vec<String>,
+    /// Tie-break seed of its summaries.
+    #[serde(default)]
+    pub seed: u64,
     /// Whether the provider offers provider-native opaque compaction.
     #[serde(default)]
     pub native_compaction: bool,
@@ -44,32 +66,18 @@ impl Default for FakeScript {
             context_window: 0,
             turns: Vec::new(),
             facts: Vec::new(),
+            hostile: Vec::new(),
             faults: Vec::new(),
+            summary_profile: SummaryProfile::default(),
             summary_defects: Vec::new(),
+            memory: None,
+            summary_marker: None,
+            instructions: Vec::new(),
+            seed: 0,
             native_compaction: false,
             token_scale: unit_scale(),
         }
     }
-}
-
-/// A defect of a model-generated summary (PRODUCT.md, fake provider item 6).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FakeSummaryDefect {
-    /// Leave every statement of this fact out.
-    DropFact {
-        /// Fact id.
-        fact: String,
-    },
-    /// Add a constraint that was never stated.
-    InventConstraint {
-        /// The invented sentence.
-        text: String,
-    },
-    /// Carry approval/authority claims found in the request into the summary.
-    CarryApproval,
-    /// Stop mid-sentence as if the output allowance ran out.
-    Truncate,
 }
 
 /// One user turn and the assistant messages the provider plays for it, one per round.
@@ -99,7 +107,7 @@ pub enum FakeReply {
         calls: Vec<FakeToolCall>,
     },
     /// Answer one question per fact, from the request only, as numbered lines
-    /// `1. <answer>` in this order.
+    /// `1. <answer>` in this order (see [`super::probe`] for the answer form).
     Probe {
         /// Fact ids, in question order.
         facts: Vec<String>,
@@ -115,14 +123,20 @@ pub struct FakeToolCall {
     pub arguments: serde_json::Value,
 }
 
-/// A fact as the provider looks for it: every wording that states it, oldest first.
+/// A fact as the provider looks for it (see [`super::probe`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FakeFact {
     /// Fact id.
     pub id: String,
-    /// The exact sentences that state the fact, version 0 first; later versions supersede
-    /// earlier ones. Empty for a fact that is never stated (an abstention probe).
+    /// The sentences that state the fact, version 0 first; later versions supersede earlier
+    /// ones. Empty for a fact that is never stated (an abstention probe).
     pub statements: Vec<String>,
+    /// The short answer value of each version (empty: presence is the statement itself).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// What the fact is about: when set, a value counts only in a clause that names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
 }
 
 /// A fault the provider injects.

@@ -25,8 +25,10 @@ use std::time::Duration;
 
 use ctxbench_adapters::Message;
 
-use crate::engine::compaction::CompactionOutcome;
-use crate::engine::{EngineError, EngineEvent, EventSink, SystemUnderTest, TurnIo, TurnOutcome};
+use ctxbench_sut::CompactionOutcome;
+use ctxbench_sut::{
+    EngineError, EngineEvent, EventSink, SutFactory, SystemUnderTest, TurnIo, TurnOutcome,
+};
 pub use process::{split_command, AgentError, AgentProcess};
 use protocol::{FromAgent, Start, ToAgent, PROTOCOL_VERSION};
 
@@ -50,21 +52,34 @@ impl ExternalSpec {
 }
 
 /// Which system a trial runs against.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum SutSpec {
-    /// The in-process reference engine.
-    #[default]
-    Reference,
+    /// A system built in process by a factory (the binary hands in the reference engine's).
+    InProcess(Arc<dyn SutFactory>),
     /// An external process speaking the protocol.
     External(ExternalSpec),
 }
 
+impl std::fmt::Debug for SutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SutSpec::InProcess(factory) => write!(f, "InProcess({})", factory.name()),
+            SutSpec::External(e) => f.debug_tuple("External").field(e).finish(),
+        }
+    }
+}
+
 impl SutSpec {
-    /// Parse `reference` or `exec:CMD ARGS` (`timeout` applies to `exec`).
-    pub fn parse(s: &str, timeout: Duration) -> Result<Self, String> {
+    /// Parse `reference` (the in-process system `reference` builds) or `exec:CMD ARGS`
+    /// (`timeout` applies to `exec`).
+    pub fn parse(
+        s: &str,
+        timeout: Duration,
+        reference: Arc<dyn SutFactory>,
+    ) -> Result<Self, String> {
         let s = s.trim();
         if s == "reference" {
-            return Ok(SutSpec::Reference);
+            return Ok(SutSpec::InProcess(reference));
         }
         match s.strip_prefix("exec:") {
             Some(cmd) => Ok(SutSpec::External(ExternalSpec {
@@ -81,7 +96,15 @@ impl SutSpec {
     pub fn external(&self) -> Option<&ExternalSpec> {
         match self {
             SutSpec::External(e) => Some(e),
-            SutSpec::Reference => None,
+            SutSpec::InProcess(_) => None,
+        }
+    }
+
+    /// The in-process factory, if any.
+    pub fn factory(&self) -> Option<&Arc<dyn SutFactory>> {
+        match self {
+            SutSpec::InProcess(f) => Some(f),
+            SutSpec::External(_) => None,
         }
     }
 }
@@ -134,6 +157,7 @@ pub struct ExternalSut {
     transcript: Vec<Message>,
     transcript_hash: String,
     notes: Vec<String>,
+    declaration: ctxbench_sut::Declaration,
 }
 
 impl std::fmt::Debug for ExternalSut {
@@ -164,10 +188,15 @@ impl ExternalSut {
                 }
             })
             .await;
+        let declaration;
         let name = match reply {
             Ok(FromAgent::Ready {
-                protocol, agent: n, ..
+                protocol,
+                agent: n,
+                declares,
+                ..
             }) => {
+                declaration = declares.unwrap_or_default();
                 if protocol != PROTOCOL_VERSION {
                     agent.close(Duration::from_millis(200)).await;
                     return Err(AgentError::VersionMismatch {
@@ -200,6 +229,7 @@ impl ExternalSut {
             transcript: Vec::new(),
             transcript_hash: String::new(),
             notes,
+            declaration,
         })
     }
 
@@ -369,6 +399,10 @@ impl SystemUnderTest for ExternalSut {
 
     fn transcript_hash(&self) -> String {
         self.transcript_hash.clone()
+    }
+
+    fn declaration(&self) -> ctxbench_sut::Declaration {
+        self.declaration.clone()
     }
 }
 

@@ -11,9 +11,9 @@ use ctxbench_adapters::capabilities::ModelCapabilities;
 use ctxbench_adapters::{Message, ToolDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::compaction::CompactionOutcome;
-use crate::engine::{EngineEvent, TurnOutcome};
 use crate::scenario::ContextConfig;
+use ctxbench_sut::CompactionOutcome;
+use ctxbench_sut::{EngineEvent, TurnOutcome};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: &str = "ctxbench.agent/1";
@@ -184,6 +184,10 @@ pub enum FromAgent {
         /// The runtime's name for reports.
         #[serde(default)]
         agent: String,
+        /// What the runtime declares about its request format (its memory markup, its
+        /// summary-request marker). Absent: ctxbench applies the documented default rules.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        declares: Option<ctxbench_sut::Declaration>,
     },
     /// Reply to `user_turn`.
     TurnComplete {

@@ -11,7 +11,8 @@ use ctxbench_adapters::fake::FakeScript;
 use ctxbench_adapters::ToolDefinition;
 use serde::{Deserialize, Serialize};
 
-use crate::mode::Mode;
+use ctxbench_sut::Mode;
+pub use ctxbench_sut::{ContextConfig, Corruption, SummaryStrategy};
 
 /// A validated scenario (not yet expanded).
 #[derive(Debug, Clone)]
@@ -53,39 +54,6 @@ pub struct Scenario {
     pub expect: Expectations,
     /// The script, unexpanded; see [`Scenario::instantiate`].
     pub(crate) script: Vec<crate::scenario::model::ScriptStep>,
-}
-
-/// Context configuration; every value in tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextConfig {
-    /// Output allowance requested on every call.
-    pub reserved_output_tokens: u64,
-    /// Safety buffer; the larger of this and the output allowance is reserved once.
-    pub buffer_tokens: u64,
-    /// Budget of the verbatim recent tail (compact mode).
-    pub recent_tail_tokens: u64,
-    /// Target size of a checkpoint summary (compact mode).
-    pub summary_target_tokens: u64,
-    /// Checkpoint strategy (compact mode).
-    pub strategy: SummaryStrategy,
-    /// Send each request as the instructions plus ONE user message holding the JSON of the
-    /// projected conversation (seed 000's "Codex wrapper"), budgeted in that form.
-    #[serde(default)]
-    pub wrapper: bool,
-}
-
-impl Default for ContextConfig {
-    /// Forge's documented defaults (seed 000 §Budget calculation).
-    fn default() -> Self {
-        ContextConfig {
-            reserved_output_tokens: 4096,
-            buffer_tokens: 8192,
-            recent_tail_tokens: 12000,
-            summary_target_tokens: 1200,
-            strategy: SummaryStrategy::Extractive,
-            wrapper: false,
-        }
-    }
 }
 
 /// A seeded fact: a durable constraint or decision, how it is stated, and how it is probed.
@@ -213,31 +181,6 @@ pub enum SummaryDefect {
     CarryApproval,
     /// Stop mid-sentence as if the output allowance ran out.
     Truncate,
-}
-
-/// How the engine builds a checkpoint (seed 000 §Checkpoint schema, "strategy").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SummaryStrategy {
-    /// Deterministic, redacted extractive summary; no model call (the default).
-    #[default]
-    Extractive,
-    /// A summarization request through the provider, validated before use.
-    Model,
-    /// The provider's own opaque compaction item, when it offers one.
-    Native,
-}
-
-/// What `corrupt_checkpoint` does to the persisted checkpoint before a restart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Corruption {
-    /// Overwrite the session snapshot's checkpoint with bytes that do not parse.
-    Garbage,
-    /// Keep the checkpoint but change its source hash, as after a manual transcript repair.
-    StaleSource,
-    /// Make its summarized range extend beyond the transcript.
-    OutOfRange,
 }
 
 /// What the graders check.

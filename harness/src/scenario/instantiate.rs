@@ -6,7 +6,7 @@
 //! the filler of unrelated steps, and no mode or wall-clock input is involved — the same
 //! seed gives byte-identical steps in every mode.
 
-use ctxbench_adapters::fake::script::FakeSummaryDefect;
+use ctxbench_adapters::fake::FakeSummaryDefect;
 use ctxbench_adapters::fake::{FakeFact, FakeFault, FakeReply, FakeScript, FakeToolCall, FakeTurn};
 use serde_json::{Map, Value};
 
@@ -34,7 +34,7 @@ impl Scenario {
         };
         x.walk(&self.script, "", None);
         x.close();
-        let fake = fake_script(self, &x.steps);
+        let fake = fake_script(self, &x.steps, seed);
         Instance {
             steps: x.steps,
             fake,
@@ -220,7 +220,7 @@ impl Expander<'_> {
 /// summary defects and whether it offers native compaction. Engine faults (summarizer
 /// failure, crash during a checkpoint write) are not the provider's: they stay in
 /// [`Scenario::faults`] for the driver to hand to the engine.
-fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
+fn fake_script(scenario: &Scenario, steps: &[Step], seed: u64) -> FakeScript {
     let turns = steps
         .iter()
         .filter_map(|s| match s {
@@ -262,8 +262,11 @@ fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
             .map(|f| FakeFact {
                 id: f.id.clone(),
                 statements: f.statements.clone(),
+                values: Vec::new(),
+                about: None,
             })
             .collect(),
+        hostile: Vec::new(),
         faults: scenario
             .faults
             .iter()
@@ -281,24 +284,41 @@ fn fake_script(scenario: &Scenario, steps: &[Step]) -> FakeScript {
                 | Fault::SummaryDefect { .. } => None,
             })
             .collect(),
+        summary_profile: Default::default(),
         summary_defects: scenario
             .faults
             .iter()
             .filter_map(|f| match f {
-                Fault::SummaryDefect { defect } => Some(match defect {
-                    SummaryDefect::DropFact { fact } => {
-                        FakeSummaryDefect::DropFact { fact: fact.clone() }
-                    }
-                    SummaryDefect::InventConstraint { text } => {
-                        FakeSummaryDefect::InventConstraint { text: text.clone() }
-                    }
-                    SummaryDefect::CarryApproval => FakeSummaryDefect::CarryApproval,
-                    SummaryDefect::Truncate => FakeSummaryDefect::Truncate,
-                }),
+                Fault::SummaryDefect { defect } => Some(defect),
                 _ => None,
+            })
+            .flat_map(|defect| match defect {
+                // The scenario names a fact; the fake is told only which texts to drop.
+                SummaryDefect::DropFact { fact } => scenario
+                    .facts
+                    .iter()
+                    .filter(|f| &f.id == fact)
+                    .flat_map(|f| f.statements.iter())
+                    .map(|t| FakeSummaryDefect::DropMatching { text: t.clone() })
+                    .collect::<Vec<_>>(),
+                SummaryDefect::InventConstraint { text } => {
+                    vec![FakeSummaryDefect::InventConstraint { text: text.clone() }]
+                }
+                SummaryDefect::CarryApproval => vec![FakeSummaryDefect::CarryHostile],
+                SummaryDefect::Truncate => vec![FakeSummaryDefect::Truncate],
             })
             .collect(),
         native_compaction: scenario.native_compaction(),
         token_scale: scenario.token_scale,
+        // What the system under test declares is filled in by the driver.
+        memory: None,
+        summary_marker: None,
+        instructions: std::iter::once(scenario.instructions.clone())
+            .chain(steps.iter().filter_map(|s| match s {
+                Step::EditInstructions { text } => Some(text.clone()),
+                _ => None,
+            }))
+            .collect(),
+        seed,
     }
 }

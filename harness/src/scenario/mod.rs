@@ -396,7 +396,7 @@ fn check_fixed_context_fits(c: &validate::Compiled, rep: &mut Reporter<'_>) {
         .context
         .reserved_output_tokens
         .min(s.model.max_output_tokens);
-    let available = crate::budget::available_input(
+    let available = ctxbench_sut::budget::available_input(
         s.model.context_window,
         requested_output,
         s.context.buffer_tokens,

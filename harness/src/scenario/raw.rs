@@ -17,7 +17,7 @@ use serde_saphyr::Spanned;
 
 use super::compiled::{Corruption, SummaryStrategy};
 use super::template::FillerKind;
-use crate::mode::Mode;
+use ctxbench_sut::Mode;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]

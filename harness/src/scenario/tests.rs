@@ -6,7 +6,7 @@ use ctxbench_adapters::capabilities::Provenance;
 use ctxbench_adapters::fake::{FakeFault, FakeReply};
 
 use super::*;
-use crate::mode::Mode;
+use ctxbench_sut::Mode;
 
 /// The counter tests use: whitespace-separated words.
 fn words(s: &str) -> u64 {
@@ -1532,7 +1532,7 @@ fn fake_tokens(s: &str) -> u64 {
 
 /// Available input of a scenario: window − max(requested output, buffer).
 fn available(s: &Scenario) -> u64 {
-    crate::budget::available_input(
+    ctxbench_sut::budget::available_input(
         s.model.context_window,
         s.context
             .reserved_output_tokens

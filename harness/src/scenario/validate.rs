@@ -31,7 +31,7 @@ use super::{
     KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FILLER_TOKENS,
     MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, SUPPORTED_VERSION,
 };
-use crate::mode::Mode;
+use ctxbench_sut::Mode;
 
 /// Shortest accepted secret: redacting a shorter value would mangle ordinary text.
 const MIN_SECRET_CHARS: usize = 6;

@@ -289,5 +289,16 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageErro
         path: path.clone(),
         source,
     })?;
-    crate::session::write_durable(&path, &bytes).map_err(|source| StorageError::Io { path, source })
+    write_durable(&path, &bytes).map_err(|source| StorageError::Io { path, source })
+}
+
+/// Replace `path` atomically with `bytes`, synced before the rename: a crash leaves the old
+/// file or the new one, never a torn one (and no temporary file once it returns).
+pub fn write_durable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_data()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

@@ -17,8 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::budget::BudgetBreakdown;
-use crate::mode::Mode;
+pub use ctxbench_sut::budget::BudgetBreakdown;
+use ctxbench_sut::Mode;
 
 /// Schema tag of [`Manifest`].
 pub const MANIFEST_SCHEMA: &str = "ctxbench.manifest/1";

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, OutcomeStatus, VerdictStatus};
+use ctxbench_harness::Mode;
 use ctxbench_reports::{load_gates, write_report};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::ManifestScenario;
+use ctxbench_harness::Mode;
 use ctxbench_reports::frames::{trial_columns, REQUEST_COLUMNS};
 use ctxbench_reports::gates::GateStatus;
 use ctxbench_reports::summary::SUMMARY_COLUMNS;

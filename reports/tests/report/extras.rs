@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::OutcomeStatus;
+use ctxbench_harness::Mode;
 use ctxbench_reports::baseline::BASELINE_COLUMNS;
 use ctxbench_reports::frames::REQUEST_COLUMNS;
 use ctxbench_reports::html::{REQUESTS_SHOWN, TRIALS_DRILLED, TRIALS_LISTED};

@@ -14,8 +14,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::*;
+use ctxbench_harness::Mode;
 
 pub struct Fx {
     pub manifest: Manifest,

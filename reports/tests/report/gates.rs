@@ -1,7 +1,7 @@
 //! Gates: parsing, statuses, verdicts and pre-registration.
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, OutcomeStatus, VerdictStatus};
+use ctxbench_harness::Mode;
 use ctxbench_reports::gates::{GateStatus, GateVerdict, GatesFile, RegistrationStatus};
 use ctxbench_reports::{evaluate, load_gates, load_run, verdict_line, GateReport, DEFAULT_GATES};
 

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ctxbench_harness::mode::Mode;
 use ctxbench_harness::storage::schema::{Evidence, OutcomeStatus, VerdictStatus};
+use ctxbench_harness::Mode;
 use ctxbench_reports::frames::{trial_columns, REQUEST_COLUMNS, TIMING_COLUMNS};
 use ctxbench_reports::summary::SUMMARY_COLUMNS;
 use ctxbench_reports::{load_gates, load_run, write_report, ReportData};

@@ -1,6 +1,6 @@
 //! Reading run storage: torn lines, corruption, schema tags, shards.
 
-use ctxbench_harness::mode::Mode;
+use ctxbench_harness::Mode;
 use ctxbench_reports::{load_run, load_runs, ReportError};
 
 use crate::fixture::{append, request, trial, Fx};

@@ -6,14 +6,14 @@
 //! summary or an opaque provider item, and three fixed safety labels. It never replaces the
 //! transcript: requests are projected from both.
 
-use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
+use crate::markup::{MEMORY_CLOSE, MEMORY_OPEN};
 use ctxbench_adapters::{ContentHash, Message, OpaqueItem};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::scenario::SummaryStrategy;
 use crate::session::Entry;
+use ctxbench_sut::SummaryStrategy;
 
 /// Version of the checkpoint record.
 pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;

@@ -23,9 +23,11 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
-
 use crate::session::{Entry, TurnSpan, TurnStatus};
+pub use ctxbench_sut::reasons::{
+    COMPACTION_FAILED as FAILED_REASONS, UNCHANGED as UNCHANGED_REASONS,
+};
+pub use ctxbench_sut::{CompactionOutcome, Trigger};
 
 /// Smallest reclaim worth a checkpoint (Forge's documented minimum useful reclaim).
 pub const MIN_USEFUL_RECLAIM_TOKENS: u64 = 128;
@@ -33,88 +35,6 @@ pub const MIN_USEFUL_RECLAIM_TOKENS: u64 = 128;
 pub const MAX_COMPACTIONS_PER_TURN: u32 = 3;
 /// Most summarizer calls one transaction may make while backing down the tail.
 pub const MAX_SUMMARIZER_CALLS_PER_TRANSACTION: usize = 3;
-
-/// Every `failed` reason a compaction transaction reports (stable names).
-pub const FAILED_REASONS: &[&str] = &[
-    "no_safe_completed_span",
-    "summarizer_failed",
-    "summary_invalid",
-    "summary_input_too_large",
-    "strategy_unavailable",
-    "no_progress",
-    "does_not_fit",
-    "checkpoint_write_failed",
-    "instructions_unreadable",
-];
-
-/// Every `unchanged` reason a compaction transaction reports.
-pub const UNCHANGED_REASONS: &[&str] = &[
-    "already_compacted",
-    "nothing_to_compact",
-    "dry_run",
-    "mode_not_compact",
-];
-
-/// What asked for a compaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    /// A user's `/compact`.
-    Manual,
-    /// The budget check before a request.
-    Automatic,
-    /// Recovery from a provider context overflow.
-    Overflow,
-}
-
-impl Trigger {
-    /// snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Manual => "manual",
-            Trigger::Automatic => "automatic",
-            Trigger::Overflow => "overflow",
-        }
-    }
-}
-
-/// The one typed outcome of a compaction transaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum CompactionOutcome {
-    /// A new checkpoint was written.
-    Compacted {
-        /// Its id.
-        checkpoint_id: String,
-        /// Estimated tokens reclaimed.
-        reclaimed_tokens: u64,
-    },
-    /// Nothing changed, by design (idempotent).
-    Unchanged {
-        /// `already_compacted`, `nothing_to_compact`, `dry_run`, `mode_not_compact`.
-        reason: String,
-    },
-    /// Nothing changed because something went wrong; previous state kept.
-    Failed {
-        /// `no_safe_completed_span`, `summarizer_failed`, `summary_invalid`,
-        /// `summary_input_too_large`, `no_progress`, `does_not_fit`,
-        /// `checkpoint_write_failed`, `strategy_unavailable`.
-        reason: String,
-        /// Detail.
-        detail: String,
-    },
-}
-
-impl CompactionOutcome {
-    /// `compacted`, `unchanged` or `failed`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CompactionOutcome::Compacted { .. } => "compacted",
-            CompactionOutcome::Unchanged { .. } => "unchanged",
-            CompactionOutcome::Failed { .. } => "failed",
-        }
-    }
-}
 
 /// Closed turns whose messages lie entirely in `[from, to)`, in order.
 pub fn closed_turns(turns: &[TurnSpan], from: usize, to: usize) -> Vec<(usize, usize)> {

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use crate::compaction::CompactionOutcome;
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
-use crate::engine::compaction::CompactionOutcome;
-use crate::engine::{EngineEvent, TurnOutcome};
-use crate::mode::Mode;
 use crate::record::TrialRecord;
 use crate::scenario::load_str;
+use crate::{EngineEvent, TurnOutcome};
+use ctxbench_sut::Mode;
 
 async fn run(yaml: &str, mode: Mode) -> TrialRecord {
     let scenario = Arc::new(load_str("t.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
@@ -355,14 +355,12 @@ mod direct {
         ModelRequest, ModelResponse, OpaqueItem, Provider, ProviderError, ToolCall,
     };
 
-    use crate::engine::compaction::CompactionOutcome;
-    use crate::engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
-    use crate::engine::{
-        EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo,
-    };
-    use crate::mode::Mode;
-    use crate::scenario::{ContextConfig, SummaryStrategy};
+    use crate::compaction::CompactionOutcome;
+    use crate::reference::{EngineConfig, EngineFaults, ReferenceEngine};
     use crate::session::Session;
+    use crate::{EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo};
+    use ctxbench_sut::Mode;
+    use ctxbench_sut::{ContextConfig, SummaryStrategy};
 
     struct Events(Vec<EngineEvent>);
     impl EventSink for Events {

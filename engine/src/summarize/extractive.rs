@@ -27,8 +27,8 @@ use ctxbench_adapters::{Provider, Role};
 use regex::Regex;
 
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
-use crate::engine::mutants::Mutation;
-use crate::scenario::SummaryStrategy;
+use crate::mutants::Mutation;
+use ctxbench_sut::SummaryStrategy;
 
 /// Replaces an authority claim in memory.
 pub const OMISSION_MARKER: &str = "[omitted: historical approval/authority claim]";
@@ -133,7 +133,9 @@ fn cues() -> &'static Regex {
     })
 }
 
-fn claims() -> &'static Regex {
+/// The engine's own filter for approval/authority claims (its choice, not ctxbench's: the
+/// fake model and the graders do not know this list).
+pub(crate) fn claims() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
@@ -555,10 +557,10 @@ pub fn extract(req: &SummaryRequest<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redact::Redactor;
     use crate::session::Entry;
     use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator};
     use ctxbench_adapters::Message;
+    use ctxbench_sut::redact::Redactor;
 
     fn entry(m: Message) -> Entry {
         let hash = m.content_hash();

@@ -28,10 +28,9 @@ use ctxbench_adapters::{Message, ModelRequest, Provider, ProviderError, Role, To
 
 use super::checkpoint::{range_hash, Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
 use super::compaction::{
-    closed_turns, source_key, tail_candidates, turn_numbers, CompactionOutcome, Trigger,
-    MAX_COMPACTIONS_PER_TURN, MAX_SUMMARIZER_CALLS_PER_TRANSACTION, MIN_USEFUL_RECLAIM_TOKENS,
+    closed_turns, source_key, tail_candidates, turn_numbers, MAX_COMPACTIONS_PER_TURN,
+    MAX_SUMMARIZER_CALLS_PER_TRANSACTION, MIN_USEFUL_RECLAIM_TOKENS,
 };
-use super::events::{Budgeted, CompactionCompleted, EngineEvent};
 use super::mutants::Mutation;
 use super::projection::{project, Projection, ProjectionInput};
 use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
@@ -39,57 +38,31 @@ use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
 use super::summarize::{Summarizer, SummaryContent, SummaryRequest};
 use super::tool_projection::project_tool_outputs;
-use super::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo, TurnOutcome};
 use crate::budget::BudgetBreakdown;
 use crate::instructions::InstructionSnapshot;
-use crate::mode::Mode;
-use crate::redact::Redactor;
-use crate::scenario::{ContextConfig, SummaryStrategy};
 use crate::session::{Entry, Session, StoredCheckpoint, TurnStatus};
+use ctxbench_sut::redact::Redactor;
+use ctxbench_sut::Mode;
+use ctxbench_sut::{Budgeted, CompactionCompleted, EngineEvent};
+use ctxbench_sut::{CompactionOutcome, Trigger};
+use ctxbench_sut::{ContextConfig, SummaryStrategy};
+use ctxbench_sut::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo, TurnOutcome};
 
 /// Upper bound on model requests within one run: a model that keeps calling tools cannot
 /// loop forever.
 pub const MAX_ROUNDS_PER_TURN: u64 = 64;
 
-/// Reason of a stop when mandatory context cannot fit.
-pub const REASON_MANDATORY: &str = "mandatory_context_exceeds_budget";
 /// Reason of a stop when compaction cannot bring the request under budget.
-pub const REASON_EXHAUSTED: &str = "context_exhausted";
-
-/// Every reason a turn that did not complete can carry: the context stops above, any
-/// compaction failure reason (a stop caused by a failed compaction carries its reason), and
-/// the provider/infrastructure failures.
-pub const TURN_REASONS: &[&str] = &[
-    REASON_MANDATORY,
-    REASON_EXHAUSTED,
-    "no_safe_completed_span",
-    "summarizer_failed",
-    "summary_invalid",
-    "summary_input_too_large",
-    "strategy_unavailable",
-    "no_progress",
-    "does_not_fit",
-    "checkpoint_write_failed",
-    "instructions_unreadable",
-    "provider_overflow",
-    "provider_overflow_after_output",
-    "provider_rejected",
-    "round_limit",
-    "infrastructure",
-];
+pub use ctxbench_sut::reasons::CONTEXT_EXHAUSTED as REASON_EXHAUSTED;
+/// Reason of a stop when mandatory context cannot fit (the protocol's vocabulary).
+pub use ctxbench_sut::reasons::MANDATORY_CONTEXT as REASON_MANDATORY;
 
 /// Compactions per input the `loop-compaction` mutant allows (a bound, so the broken
 /// variant still terminates).
 const MUTANT_LOOP_COMPACTIONS: u32 = 4 * MAX_COMPACTIONS_PER_TURN;
 
 /// Infrastructure faults a test harness injects into the engine (never answers).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineFaults {
-    /// Summarizer calls (1-based, per engine lifetime) that throw.
-    pub summarizer_failures: Vec<u64>,
-    /// Checkpoint writes (1-based) torn by a simulated crash.
-    pub checkpoint_write_crashes: Vec<u64>,
-}
+pub type EngineFaults = ctxbench_sut::SutFaults;
 
 /// Configuration of the reference engine: what a real runtime is configured with.
 #[derive(Debug, Clone)]
@@ -538,7 +511,7 @@ impl ReferenceEngine {
         TurnOutcome::LimitReached {
             reason,
             detail,
-            budget,
+            budget: Some(budget),
         }
     }
 
@@ -1222,7 +1195,7 @@ impl ReferenceEngine {
 /// `memory-above-instructions` mutant: move the checkpoint memory to the top of the
 /// request and strip its untrusted-memory label.
 fn mutant_memory_first(messages: &mut Vec<Message>) {
-    use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
+    use crate::markup::{MEMORY_CLOSE, MEMORY_OPEN};
     let Some(i) = messages
         .iter()
         .position(|m| m.role == Role::System && m.content.contains(MEMORY_OPEN))
@@ -1397,7 +1370,7 @@ impl SystemUnderTest for ReferenceEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{ToolExecutor, ToolOutput};
+    use crate::{ToolExecutor, ToolOutput};
     use ctxbench_adapters::capabilities::lookup;
     use ctxbench_adapters::fake::{FakeProvider, FakeReply, FakeScript, FakeToolCall, FakeTurn};
     use ctxbench_adapters::ToolCall;

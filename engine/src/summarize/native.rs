@@ -16,8 +16,8 @@ use ctxbench_adapters::{Message, ModelRequest, Provider};
 
 use super::model::provider_error;
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
-use crate::engine::checkpoint::memory_text;
-use crate::scenario::SummaryStrategy;
+use crate::checkpoint::memory_text;
+use ctxbench_sut::SummaryStrategy;
 
 /// The native summarizer.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -104,9 +104,7 @@ impl Summarizer for NativeSummarizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::summarize::model::tests::{
-        block_on, checkpoint, script, Fixture, ANA, BO, MODEL,
-    };
+    use crate::summarize::model::tests::{block_on, checkpoint, script, Fixture, ANA, BO, MODEL};
     use ctxbench_adapters::conventions::UNKNOWN_ANSWER;
     use ctxbench_adapters::fake::{FakeFault, FakeProvider, FakeReply, FakeScript, FakeTurn};
     use ctxbench_adapters::{OpaqueItem, Role};
@@ -184,7 +182,7 @@ mod tests {
     fn an_item_from_another_model_is_not_readable() {
         let other = FakeProvider::new(native_script("fake-other", 100_000));
         let f = Fixture::new();
-        let req = crate::engine::summarize::SummaryRequest {
+        let req = crate::summarize::SummaryRequest {
             model: "fake-other",
             ..f.request(None)
         };
@@ -203,7 +201,7 @@ mod tests {
                 entries: f.entries[..1].to_vec(),
                 ..Fixture::new()
             };
-            let req = crate::engine::summarize::SummaryRequest {
+            let req = crate::summarize::SummaryRequest {
                 turn_numbers: &[1],
                 ..g.request(None)
             };

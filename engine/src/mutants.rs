@@ -167,6 +167,63 @@ impl Mutation {
         }
     }
 
+    /// The broken decision, in one line (the table above).
+    pub fn description(self) -> &'static str {
+        match self {
+            Mutation::SilentOverBudget => "warn sends over budget without a warning",
+            Mutation::SilentOverBudgetCompact => "compact sends over budget without compacting",
+            Mutation::IgnoreMandatoryLimit => "mandatory context that cannot fit is sent",
+            Mutation::UntypedLimitReason => "a context stop has no reason",
+            Mutation::DropHistory => "only the current turn is sent",
+            Mutation::DropInstructions => "the instruction snapshot is left out",
+            Mutation::MutateTranscript => "compaction rewrites the summarized messages in the ledger",
+            Mutation::SplitToolPairs => "the verbatim tail starts mid-turn, after a tool call",
+            Mutation::KeepApprovalClaims => "the extractive summarizer keeps claim sentences",
+            Mutation::MemoryAboveInstructions => "the checkpoint is placed first, unlabelled",
+            Mutation::ReloadInstructionsPerAttempt => "instructions are re-read before every request",
+            Mutation::RetryTwice => "a second provider overflow is recovered too",
+            Mutation::DuplicateInputOnRetry => "the user message is appended again before a retry",
+            Mutation::LoopCompaction => "the no-progress guards are off",
+            Mutation::MistypeFailureReason => "every compaction failure is reported summarizer_failed",
+            Mutation::LeakSecret => "the summarizer gets no redaction",
+            Mutation::TrustStaleCheckpoint => "a checkpoint rejected on open is reused anyway",
+            Mutation::EmptyRecap => "when no verbatim turn fits the tail (an oversized newest turn), the checkpoint is left out too",
+            Mutation::DropArchiveRefs => "summaries and tool projections drop archive:// references",
+            Mutation::WrapFullTranscript => "the Codex wrapper serializes the whole transcript, not the active view",
+            Mutation::UnlabelledVerification => "verification results in memory lose their historical label",
+            Mutation::OpaqueInTrace => "a trace event carries an opaque item's payload",
+            Mutation::AcceptInventedConstraints => "the model summarizer does not check that a summary's constraints are traceable to the conversation",
+            Mutation::UnboundedSummaryRequest => "the model summarizer sends its request however large (no input bound)",
+        }
+    }
+
+    /// The graders meant to catch this mutant (the table above). `selftest` counts a catch
+    /// by any other grader as incidental, not as proof.
+    pub fn intended_graders(self) -> &'static [&'static str] {
+        match self {
+            Mutation::SilentOverBudget | Mutation::SilentOverBudgetCompact => &["budget"],
+            Mutation::IgnoreMandatoryLimit | Mutation::UntypedLimitReason => &["limit-honest"],
+            Mutation::DropHistory | Mutation::WrapFullTranscript => &["recall"],
+            Mutation::DropInstructions => &["recall", "instructions-outrank-history"],
+            Mutation::MutateTranscript => &["transcript-immutable"],
+            Mutation::SplitToolPairs => &["tool-pairs"],
+            Mutation::KeepApprovalClaims => &["no-authority-in-checkpoint"],
+            Mutation::MemoryAboveInstructions => &["instructions-outrank-history"],
+            Mutation::ReloadInstructionsPerAttempt => &["instruction-hash-frozen"],
+            Mutation::RetryTwice | Mutation::DuplicateInputOnRetry => &["overflow-no-duplicate"],
+            Mutation::LoopCompaction => &["no-thrash"],
+            Mutation::MistypeFailureReason => &["typed-reason"],
+            Mutation::LeakSecret => &["secrets-redacted"],
+            Mutation::TrustStaleCheckpoint => &["checkpoint-reuse-valid"],
+            Mutation::EmptyRecap => &["recap-not-empty"],
+            Mutation::DropArchiveRefs => &["archive-refs"],
+            Mutation::UnlabelledVerification => &["verification-historical"],
+            Mutation::OpaqueInTrace => &["opaque-items-hashed"],
+            Mutation::AcceptInventedConstraints => &["no-invented-constraints"],
+            Mutation::UnboundedSummaryRequest => &["summary-request-fits"],
+        }
+    }
+
     /// The mutation with this kebab-case name.
     pub fn from_name(name: &str) -> Option<Mutation> {
         Mutation::ALL.into_iter().find(|m| m.as_str() == name)

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use ctxbench_adapters::{ContentHash, Message};
 
-use crate::engine::checkpoint::Checkpoint;
+use crate::checkpoint::Checkpoint;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
@@ -46,6 +46,12 @@ const LEDGER: &str = "transcript.jsonl";
 pub const SESSION_SCHEMA: &str = "ctxbench.session/2";
 /// The previous schema, migrated on open (it has no checkpoint).
 pub const SESSION_SCHEMA_V1: &str = "ctxbench.session/1";
+
+impl From<SessionError> for ctxbench_sut::EngineError {
+    fn from(e: SessionError) -> Self {
+        ctxbench_sut::EngineError::Session(e.to_string())
+    }
+}
 
 /// Session persistence errors.
 #[derive(Debug, Error)]
@@ -609,11 +615,8 @@ pub fn has_snapshot(dir: &Path) -> bool {
 
 /// Damage the stored checkpoint of a session on disk (recovery-scenario fixture). Returns
 /// `false` when there is no checkpoint to damage.
-pub fn corrupt_checkpoint(
-    dir: &Path,
-    how: crate::scenario::Corruption,
-) -> Result<bool, SessionError> {
-    use crate::scenario::Corruption;
+pub fn corrupt_checkpoint(dir: &Path, how: ctxbench_sut::Corruption) -> Result<bool, SessionError> {
+    use ctxbench_sut::Corruption;
     let path = dir.join(SNAPSHOT);
     let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
     let mut snap: Snapshot = serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {

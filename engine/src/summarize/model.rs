@@ -17,19 +17,17 @@
 //! one makes the summary invalid (`untraceable constraint: …`). What validation still cannot
 //! catch is a *dropped* fact: leaving something out reads like a concise summary.
 
-use ctxbench_adapters::conventions::SUMMARY_REQUEST_MARKER;
-use ctxbench_adapters::fake::find_claims;
+use crate::markup::SUMMARY_REQUEST_MARKER;
 use std::sync::OnceLock;
 
 use ctxbench_adapters::{FinishReason, Message, ModelRequest, Provider, ProviderError, Role};
 use regex::Regex;
 
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
-use crate::engine::mutants::Mutation;
-use crate::scenario::SummaryStrategy;
+use crate::mutants::Mutation;
+use ctxbench_sut::SummaryStrategy;
 
-/// The five section headings a summary must have, in order (the shared template the fake
-/// provider also writes; see `ctxbench_adapters::fake::SUMMARY_HEADINGS`).
+/// The five section headings the engine asks its model for, in order.
 pub const SUMMARY_SECTIONS: [&str; 5] = [
     "## Goals and constraints",
     "## Decisions",
@@ -296,7 +294,10 @@ fn validate_structure(
             request.target_tokens
         ));
     }
-    let claims = find_claims(text);
+    let claims: Vec<&str> = super::extractive::claims()
+        .find_iter(text)
+        .map(|m| m.as_str())
+        .collect();
     if let Some(first) = claims.first() {
         return Err(format!(
             "carries {} approval/authority claim(s), e.g. \"{first}\"",
@@ -477,29 +478,29 @@ impl Summarizer for ModelSummarizer {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::engine::checkpoint::{Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
-    use crate::redact::Redactor;
+    use crate::checkpoint::{Checkpoint, CHECKPOINT_SCHEMA_VERSION, SAFETY_LABELS};
     use crate::session::Entry;
     use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator};
     use ctxbench_adapters::fake::{
         FakeFact, FakeFault, FakeProvider, FakeScript, FakeSummaryDefect, SUMMARY_HEADINGS,
     };
     use ctxbench_adapters::{ModelResponse, OpaqueItem, ToolCall, Usage};
+    use ctxbench_sut::redact::Redactor;
     use serde_json::json;
 
-    pub(in crate::engine::summarize) const MODEL: &str = "fake-32k";
-    pub(in crate::engine::summarize) const ANA: &str = "The owner is Ana.";
-    pub(in crate::engine::summarize) const BO: &str = "The owner is Bo.";
+    pub(in crate::summarize) const MODEL: &str = "fake-32k";
+    pub(in crate::summarize) const ANA: &str = "The owner is Ana.";
+    pub(in crate::summarize) const BO: &str = "The owner is Bo.";
     const SECRET: &str = "sk-live-123456";
 
-    pub(in crate::engine::summarize) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pub(in crate::summarize) fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("tokio runtime")
             .block_on(f)
     }
 
-    pub(in crate::engine::summarize) fn script(window: u64) -> FakeScript {
+    pub(in crate::summarize) fn script(window: u64) -> FakeScript {
         FakeScript {
             model: MODEL.into(),
             context_window: window,
@@ -511,7 +512,7 @@ pub(super) mod tests {
         }
     }
 
-    pub(in crate::engine::summarize) fn entries() -> Vec<Entry> {
+    pub(in crate::summarize) fn entries() -> Vec<Entry> {
         let call = ToolCall {
             id: "c1".into(),
             name: "run".into(),
@@ -536,9 +537,9 @@ pub(super) mod tests {
         .collect()
     }
 
-    pub(in crate::engine::summarize) const TURNS: [usize; 5] = [1, 1, 1, 2, 2];
+    pub(in crate::summarize) const TURNS: [usize; 5] = [1, 1, 1, 2, 2];
 
-    pub(in crate::engine::summarize) fn checkpoint(
+    pub(in crate::summarize) fn checkpoint(
         summary: Option<String>,
         opaque_item: Option<OpaqueItem>,
     ) -> Checkpoint {
@@ -564,7 +565,7 @@ pub(super) mod tests {
         c
     }
 
-    pub(in crate::engine::summarize) struct Fixture {
+    pub(in crate::summarize) struct Fixture {
         pub entries: Vec<Entry>,
         pub redactor: Redactor,
         pub estimator: RequestEstimator,

@@ -12,9 +12,9 @@ use ctxbench_adapters::{OpaqueItem, Provider};
 use thiserror::Error;
 
 use super::checkpoint::Checkpoint;
-use crate::redact::Redactor;
-use crate::scenario::SummaryStrategy;
 use crate::session::Entry;
+use ctxbench_sut::redact::Redactor;
+use ctxbench_sut::SummaryStrategy;
 
 /// What a summarizer is asked to do: roll the previous checkpoint (if any) and the newly
 /// covered messages into one bounded summary.
