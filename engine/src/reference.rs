@@ -1370,10 +1370,10 @@ impl SystemUnderTest for ReferenceEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ToolExecutor, ToolOutput};
     use ctxbench_adapters::capabilities::lookup;
     use ctxbench_adapters::fake::{FakeProvider, FakeReply, FakeScript, FakeToolCall, FakeTurn};
     use ctxbench_adapters::ToolCall;
+    use ctxbench_sut::{ToolExecutor, ToolOutput};
 
     struct Events(Vec<EngineEvent>);
     impl EventSink for Events {

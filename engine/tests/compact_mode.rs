@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use crate::compaction::CompactionOutcome;
-use crate::driver::{run_trial, ProviderSpec, TrialSpec};
-use crate::record::TrialRecord;
-use crate::scenario::load_str;
-use crate::{EngineEvent, TurnOutcome};
+use ctxbench_engine::ReferenceFactory;
+use ctxbench_harness::connect::Services;
+use ctxbench_harness::driver::{run_trial, ProviderSpec, TrialSpec};
+use ctxbench_harness::record::TrialRecord;
+use ctxbench_harness::scenario::load_str;
 use ctxbench_sut::Mode;
+use ctxbench_sut::{CompactionOutcome, EngineEvent, TurnOutcome};
 
 async fn run(yaml: &str, mode: Mode) -> TrialRecord {
     let scenario = Arc::new(load_str("t.yaml", yaml).unwrap_or_else(|e| panic!("{e}")));
@@ -19,8 +20,8 @@ async fn run(yaml: &str, mode: Mode) -> TrialRecord {
             trial: 0,
             run_seed: 3,
             provider: ProviderSpec::Fake,
-            mutation: None,
-            services: Default::default(),
+            variant: None,
+            services: Services::in_process(Arc::new(ReferenceFactory)),
         },
         dir.path(),
     )
@@ -91,7 +92,15 @@ async fn compact_stays_within_budget_keeps_the_fact_and_never_touches_the_transc
     }
     let probe = rec.turns.last().unwrap();
     match &probe.outcome {
-        TurnOutcome::Completed { reply } => assert!(reply.contains("PostgreSQL"), "{reply}"),
+        // The fake model names the version it found (never its text).
+        TurnOutcome::Completed { reply } => assert!(
+            reply.contains(&ctxbench_adapters::fake::version_token(
+                "db",
+                0,
+                "All storage must use PostgreSQL 16."
+            )),
+            "{reply}"
+        ),
         o => panic!("{o:?}"),
     }
     // The transcript holds every admitted message once: 1 + 14×4 messages + probe pair.
@@ -324,7 +333,7 @@ async fn overflow_after_partial_output_is_not_retried() {
 
 #[test]
 fn a_v1_session_migrates() {
-    use crate::session::Session;
+    use ctxbench_engine::session::Session;
     let dir = tempfile::tempdir().unwrap();
     let mut s = Session::create(dir.path()).unwrap();
     s.append(ctxbench_adapters::Message::user("hi")).unwrap();
@@ -355,11 +364,13 @@ mod direct {
         ModelRequest, ModelResponse, OpaqueItem, Provider, ProviderError, ToolCall,
     };
 
-    use crate::compaction::CompactionOutcome;
-    use crate::reference::{EngineConfig, EngineFaults, ReferenceEngine};
-    use crate::session::Session;
-    use crate::{EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput, TurnIo};
+    use ctxbench_engine::reference::{EngineConfig, EngineFaults, ReferenceEngine};
+    use ctxbench_engine::session::Session;
     use ctxbench_sut::Mode;
+    use ctxbench_sut::{
+        CompactionOutcome, EngineEvent, EventSink, SystemUnderTest, ToolExecutor, ToolOutput,
+        TurnIo,
+    };
     use ctxbench_sut::{ContextConfig, SummaryStrategy};
 
     struct Events(Vec<EngineEvent>);
@@ -457,7 +468,10 @@ mod direct {
             "fake"
         }
         async fn complete(&self, r: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-            if ctxbench_adapters::fake::is_summary_request(r) {
+            if r.messages.first().is_some_and(|m| {
+                m.content
+                    .starts_with(ctxbench_engine::markup::SUMMARY_REQUEST_MARKER)
+            }) {
                 let _ = self.called.send(());
                 std::future::pending::<()>().await;
             }

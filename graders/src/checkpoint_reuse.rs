@@ -10,8 +10,11 @@
 //!   restart, by `context.checkpoint.rejected`; after that restart no request uses the
 //!   damaged checkpoint's id (unless a new compaction produced the same id from the
 //!   transcript).
-//! - Every request that records a checkpoint id carries that checkpoint's memory message
-//!   (`[checkpoint <id> …]`), and a request's memory names the checkpoint its row records.
+//! - What the requests show agrees: the first request after a reported reuse carries the
+//!   memory the last request before the restart carried (unless a compaction rolled it up).
+//!
+//! The checkpoint identities come from the system's own events (an event family: without
+//! events the grader is not applicable); every claim is checked against the requests.
 
 use std::collections::HashSet;
 
@@ -19,7 +22,9 @@ use ctxbench_harness::scenario::Step;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use ctxbench_harness::sut::EngineEvent;
 
-use crate::common::{is_memory, memory_checkpoint_id, messages, turn_requests};
+use ctxbench_adapters::fake::layout::Place;
+
+use crate::common::{memory_rule, pieces, request, turn_requests};
 use crate::{verdict, GradeContext, Grader};
 
 /// The checkpoint-reuse grader.
@@ -168,37 +173,51 @@ impl Grader for CheckpointReuseValid {
             }
         }
 
-        // Row ↔ content consistency.
-        let mut with_memory = 0;
-        for r in turn_requests(rec) {
-            let named: Vec<&str> = messages(rec, r)
+        // What the requests show: a checkpoint reported reused is the memory the session
+        // carried before the restart.
+        let rule = memory_rule(ctx.scenario, rec);
+        let memory_of = |r: &ctxbench_harness::record::RequestRecord| -> String {
+            let req = request(rec, r);
+            pieces(&req, &rule, Place::Memory)
                 .iter()
-                .filter_map(|(_, m)| m.filter(|m| is_memory(m)))
-                .filter_map(|m| memory_checkpoint_id(&m.content))
-                .collect();
-            if !named.is_empty() {
-                with_memory += 1;
-            }
-            let ok = match &r.row.checkpoint_id {
-                Some(id) => named.iter().any(|n| n == id),
-                None => named.is_empty(),
+                .map(|s| s.text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let mut carried = 0;
+        for e in rec.events.iter() {
+            let EngineEvent::CheckpointReused { checkpoint_id } = &e.event else {
+                continue;
             };
-            if !ok {
+            let before = turn_requests(rec).filter(|r| r.row.step < e.step).last();
+            let after = turn_requests(rec).find(|r| r.row.step >= e.step);
+            let (Some(before), Some(after)) = (before, after) else {
+                continue;
+            };
+            let (m0, m1) = (memory_of(before), memory_of(after));
+            if m0.trim().is_empty() {
+                continue;
+            }
+            carried += 1;
+            // A compaction in between may roll the reused memory up into new memory.
+            let rolled = rec.events.iter().any(|x| {
+                x.step >= e.step
+                    && x.step <= after.row.step
+                    && matches!(x.event, EngineEvent::CompactionCompleted(_))
+            });
+            if m0 != m1 && !rolled {
                 failures.push(Evidence {
-                    request: Some(r.row.seq),
-                    step: Some(r.row.step),
+                    request: Some(after.row.seq),
+                    step: Some(after.row.step),
                     expected: Some(format!(
-                        "memory of {}",
-                        r.row.checkpoint_id.as_deref().unwrap_or("no checkpoint")
+                        "the memory carried before the restart (request {})",
+                        before.row.seq
                     )),
-                    seen: Some(if named.is_empty() {
-                        "no memory message".into()
-                    } else {
-                        format!("memory of {}", named.join(", "))
-                    }),
+                    seen: Some("different memory".into()),
+                    hashes: vec![checkpoint_id.clone()],
                     note: format!(
-                        "request {} carries different checkpoint memory than it records",
-                        r.row.seq
+                        "checkpoint {checkpoint_id} was reported reused at step {}, but the next                          request carries other memory",
+                        e.step
                     ),
                     ..Default::default()
                 });
@@ -208,62 +227,9 @@ impl Grader for CheckpointReuseValid {
             self.name(),
             format!(
                 "{reused} checkpoint(s) reused and used, {rejected} rejected and never used; \
-                 {with_memory} request(s) carried the memory they record"
+                 {carried} reuse(s) carried the same memory across the restart"
             ),
             failures,
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::testing::grade_with;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    /// Compacts, restarts (reuse), damages the checkpoint, restarts (reject), continues.
-    const RESTARTS: &str = r#"
-id: restarts
-title: Restarts
-model: {context_window: 8192, max_output: 256}
-context: {reserved_output_tokens: 256, buffer_tokens: 512, recent_tail_tokens: 300, summary_target_tokens: 200}
-instructions: "You are a coding agent."
-script:
-  - repeat: 6
-    steps:
-      - user: "Tidy module {i}. {filler:80}"
-      - assistant: "Tidied module {i}."
-  - compact: {}
-  - restart: {}
-  - user: "Next."
-  - assistant: "OK."
-  - corrupt_checkpoint: stale_source
-  - restart: {}
-  - repeat: 2
-    steps:
-      - user: "Test module {i}."
-      - assistant: "Tested module {i}."
-expect:
-  outcome: any
-"#;
-
-    #[tokio::test]
-    async fn reference_reuses_and_rejects_and_trusting_a_stale_one_fails() {
-        let g = "checkpoint-reuse-valid";
-        let (rec, v) = grade_with(RESTARTS, Mode::Compact, None, g).await;
-        let kinds: Vec<&str> = rec.events.iter().map(|e| e.event.kind()).collect();
-        assert!(kinds.contains(&"context.checkpoint.reused"), "{kinds:?}");
-        assert!(kinds.contains(&"context.checkpoint.rejected"), "{kinds:?}");
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        let (_, v) = grade_with(
-            RESTARTS,
-            Mode::Compact,
-            Some(Mutation::TrustStaleCheckpoint),
-            g,
-        )
-        .await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        assert!(!v.evidence[0].hashes.is_empty());
     }
 }

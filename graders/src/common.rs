@@ -1,15 +1,16 @@
-//! Small helpers shared by the invariant graders: reading requests back from the record's
-//! message store, recognising the engine-visible categories of a request (instructions,
-//! labelled memory, projected tool output), and building redacted evidence.
+//! What every grader needs to read a trial the way ctxbench saw it: the requests sent (read
+//! back from the record's message store, wrapped conversations unwrapped), where each piece
+//! of a request sat (the fake model's own [`layout`](ctxbench_adapters::fake::layout) rule,
+//! from what the system under test *declared* — never from its code), the conversation
+//! ctxbench itself played (user texts, scripted tool results, the provider's replies), and
+//! redacted evidence.
 
-use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
-use ctxbench_adapters::{ContentHash, Message, Role};
+use ctxbench_adapters::fake::layout::{segments, MemoryRule, Place, Segment};
+use ctxbench_adapters::fake::unwrap_request;
+use ctxbench_adapters::{ContentHash, Message, ModelRequest, Role};
 use ctxbench_harness::record::{RequestRecord, TrialRecord};
-use ctxbench_harness::scenario::Scenario;
+use ctxbench_harness::scenario::{Scenario, Step};
 use ctxbench_harness::sut::redact::Redactor;
-
-/// Prefix of a projected (bounded) tool result (`engine::tool_projection`).
-pub(crate) const PROJECTION_PREFIX: &str = "[tool output projected";
 
 /// Sent requests made for a user turn (not summarization requests, not preflight stops).
 pub(crate) fn turn_requests(rec: &TrialRecord) -> impl Iterator<Item = &RequestRecord> {
@@ -31,38 +32,58 @@ pub(crate) fn messages<'a>(
         .collect()
 }
 
-/// Whether a message is a labelled conversation-memory message (a checkpoint).
-pub(crate) fn is_memory(m: &Message) -> bool {
-    m.role == Role::System && m.content.contains(MEMORY_OPEN)
+/// A request read back as the model read it: its messages, with a conversation wrapped as
+/// JSON in one prompt (the "codex wrapper") unwrapped.
+pub(crate) fn request(rec: &TrialRecord, r: &RequestRecord) -> ModelRequest {
+    let req = ModelRequest {
+        model: r.row.model.clone(),
+        messages: messages(rec, r)
+            .into_iter()
+            .filter_map(|(_, m)| m.cloned())
+            .collect(),
+        tools: Vec::new(),
+        max_output_tokens: 0,
+    };
+    unwrap_request(&req).unwrap_or(req)
 }
 
-/// Whether a message is a projected tool result (bounded stand-in for a large result).
-pub(crate) fn is_projection(m: &Message) -> bool {
-    m.role == Role::Tool && m.content.starts_with(PROJECTION_PREFIX)
+/// Every version of the instruction file the trial wrote, in order.
+pub(crate) fn instruction_versions(scenario: &Scenario, rec: &TrialRecord) -> Vec<String> {
+    std::iter::once(scenario.instructions.clone())
+        .chain(rec.steps.iter().filter_map(|s| match s {
+            Step::EditInstructions { text } => Some(text.clone()),
+            _ => None,
+        }))
+        .collect()
 }
 
-/// The text inside every `MEMORY_OPEN … MEMORY_CLOSE` block of `text` (an unclosed block
-/// runs to the end, as the fake provider reads it).
-pub(crate) fn memory_blocks(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while let Some(rel) = text[pos..].find(MEMORY_OPEN) {
-        let start = pos + rel + MEMORY_OPEN.len();
-        match text[start..].find(MEMORY_CLOSE) {
-            Some(end) => {
-                out.push(&text[start..start + end]);
-                pos = start + end + MEMORY_CLOSE.len();
-            }
-            None => {
-                out.push(&text[start..]);
-                break;
-            }
-        }
+/// How memory is recognised in this trial's requests: the system's declared markup, else
+/// the undeclared rule (system text that is not the instruction file).
+pub(crate) fn memory_rule(scenario: &Scenario, rec: &TrialRecord) -> MemoryRule {
+    MemoryRule {
+        markup: rec.declaration.memory.clone(),
+        instructions: instruction_versions(scenario, rec),
     }
-    out
 }
 
-/// SHA-256 (hex) of an instruction text, as `instruction_hash` records it.
+/// The pieces of `req` that sit in `place`.
+pub(crate) fn pieces<'a>(
+    req: &'a ModelRequest,
+    rule: &MemoryRule,
+    place: Place,
+) -> Vec<Segment<'a>> {
+    segments(req, rule)
+        .into_iter()
+        .filter(|s| s.place == place)
+        .collect()
+}
+
+/// The rule the graders applied to find memory, in words (for verdict summaries).
+pub(crate) fn memory_rule_words(rec: &TrialRecord) -> String {
+    rec.declaration.memory_rule()
+}
+
+/// SHA-256 (hex) of a text.
 pub(crate) fn text_hash(text: &str) -> String {
     ContentHash::of_bytes(text.as_bytes()).to_hex()
 }
@@ -70,15 +91,6 @@ pub(crate) fn text_hash(text: &str) -> String {
 /// The first 12 hex digits of a hash, for notes.
 pub(crate) fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
-}
-
-/// The checkpoint id a memory message names (`[checkpoint ck_… · …]`), if any.
-pub(crate) fn memory_checkpoint_id(text: &str) -> Option<&str> {
-    let rest = &text[text.find("[checkpoint ")? + "[checkpoint ".len()..];
-    let end = rest
-        .find(|c: char| c.is_whitespace() || c == ']')
-        .unwrap_or(rest.len());
-    Some(&rest[..end])
 }
 
 /// A role as written in notes.
@@ -98,8 +110,7 @@ pub(crate) const NO_EVENTS: &str =
 
 /// Whether the trial comes from a black-box system under test: turns were played (or
 /// requests sent) but the system reported no context event (an external agent whose
-/// adapter maps none). The reference engine announces every run, so an in-process trial
-/// never qualifies.
+/// adapter maps none).
 pub(crate) fn black_box(rec: &TrialRecord) -> bool {
     rec.events.is_empty() && (!rec.turns.is_empty() || rec.requests.iter().any(|r| r.row.sent))
 }
@@ -116,62 +127,119 @@ pub(crate) fn instructions_at<'a>(
         if i as u64 >= step {
             break;
         }
-        if let ctxbench_harness::scenario::Step::EditInstructions { text: t } = s {
+        if let Step::EditInstructions { text: t } = s {
             text = t.as_str();
         }
     }
     text
 }
 
-/// Whether a system message sent by a black-box runtime carries the instruction file
-/// `file_text`: real runtimes trim the file and often embed it in their own system prompt
-/// (Claude Code, `llm -s`), so the file's trimmed text must appear in the message, not be
-/// all of it. An empty file is carried by nothing.
+/// Whether a system message carries the instruction file `file_text`: real runtimes trim
+/// the file and often embed it in their own system prompt, so the file's trimmed text must
+/// appear in the message, not be all of it. An empty file is carried by nothing.
 pub(crate) fn carries_instructions(content: &str, file_text: &str) -> bool {
     let text = file_text.trim();
     !text.is_empty() && content.contains(text)
 }
 
-/// The conversation as observed in the requests: every user, assistant and tool message in
-/// order of first appearance (what a black-box agent's transcript shows of itself).
-pub(crate) fn observed_transcript(rec: &TrialRecord) -> Vec<Message> {
-    let mut seen = std::collections::HashSet::new();
+/// One message of the conversation ctxbench itself played.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Played {
+    /// Script step.
+    pub step: u64,
+    /// `user` (the scripted text), `tool` (a scripted result) or `assistant` (a reply the
+    /// provider gave).
+    pub role: Role,
+    /// The text.
+    pub text: String,
+}
+
+/// The conversation as ctxbench played it, in order: each turn's user text, the tool
+/// results it scripted, and every reply the provider gave in that step. Nothing here comes
+/// from the system under test.
+pub(crate) fn played(rec: &TrialRecord) -> Vec<Played> {
     let mut out = Vec::new();
-    for r in rec
-        .requests
-        .iter()
-        .filter(|r| r.row.sent && r.row.purpose == "turn")
-    {
-        for h in &r.row.message_hashes {
-            let Some(m) = rec.messages.get(h) else {
-                continue;
-            };
-            if m.role != Role::System && seen.insert(h.as_str()) {
-                out.push(m.clone());
+    for (i, s) in rec.steps.iter().enumerate() {
+        let step = i as u64;
+        if let Step::Turn(t) = s {
+            out.push(Played {
+                step,
+                role: Role::User,
+                text: t.user.clone(),
+            });
+            for c in t.tool_rounds.iter().flatten() {
+                out.push(Played {
+                    step,
+                    role: Role::Tool,
+                    text: c.result.clone(),
+                });
+            }
+        }
+        for r in rec
+            .requests
+            .iter()
+            .filter(|r| r.row.sent && r.row.step == step && r.row.purpose == "turn")
+        {
+            if let Some(resp) = &r.response {
+                if !resp.message.content.trim().is_empty() {
+                    out.push(Played {
+                        step,
+                        role: Role::Assistant,
+                        text: resp.message.content.clone(),
+                    });
+                }
             }
         }
     }
     out
 }
 
-/// Normalized text for containment checks: lowercase, every quote mark as `'`, whitespace
-/// runs collapsed to one space, trimmed.
-pub(crate) fn normalize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut space = false;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            continue;
-        }
-        if space {
-            out.push(' ');
-            space = false;
-        }
-        match c {
-            '"' | '\u{201c}' | '\u{201d}' | '\u{2018}' | '\u{2019}' | '`' => out.push('\''),
-            _ => out.extend(c.to_lowercase()),
-        }
+/// Normalized text for containment checks (the fake model's own rule).
+pub(crate) use ctxbench_adapters::fake::text::normalize;
+
+/// The input budget the scenario declares: window − max(reserved output, buffer) (seed 000's
+/// formula, as the protocol defines it).
+pub(crate) fn declared_available(scenario: &Scenario) -> u64 {
+    ctxbench_harness::sut::budget::available_input(
+        scenario.model.context_window,
+        scenario.context.reserved_output_tokens,
+        scenario.context.buffer_tokens,
+    )
+}
+
+/// `tokens` of the fake model's tokenizer in the provider's own tokens (`token_scale`,
+/// rounded up): what the provider would count.
+pub(crate) fn provider_scaled(scenario: &Scenario, tokens: u64) -> u64 {
+    let s = scenario.token_scale;
+    if s == 1.0 || !s.is_finite() || s <= 0.0 {
+        tokens
+    } else {
+        (tokens as f64 * s).ceil() as u64
     }
-    out
+}
+
+/// The provider's count of a turn's mandatory context: the instruction file as written for
+/// that run, the user's message and every tool definition, with request framing.
+pub(crate) fn mandatory_tokens(
+    scenario: &Scenario,
+    rec: &TrialRecord,
+    step: u64,
+    user: &str,
+) -> u64 {
+    let file = instructions_at(scenario, rec, step);
+    let mut messages = Vec::new();
+    if !file.trim().is_empty() {
+        messages.push(Message::system(file));
+    }
+    messages.push(Message::user(user));
+    let req = ModelRequest {
+        model: String::new(),
+        messages,
+        tools: scenario.tools.clone(),
+        max_output_tokens: 0,
+    };
+    provider_scaled(
+        scenario,
+        ctxbench_adapters::fake::FakeTokenizer::new().request_tokens(&req),
+    )
 }

@@ -1,27 +1,46 @@
-//! `instructions-outrank-history`: fresh instructions always come first, and summaries sit
-//! below them as labelled, untrusted memory (seed 000 invariant 1 and the request order of
-//! §Context model; invariant 11 for which snapshot).
+//! `instructions-outrank-history`: fresh instructions always come first, and history never
+//! passes for instructions (seed 000 invariant 1 and the request order of §Context model;
+//! invariant 11 for which version).
 //!
-//! For every sent turn request whose run has instructions:
+//! Judged from the requests alone, for any system under test:
 //!
-//! - the first message is a system message whose text hashes to the request's recorded
-//!   `instruction_hash` — the frozen snapshot of this run, not an older one, and nothing
-//!   (no memory, no history) above it;
-//! - every other system message is labelled conversation memory (`MEMORY_OPEN`), so no
-//!   summary or history text can pass for instructions.
+//! - the first message of every sent turn request is a system message carrying the
+//!   instruction file **as ctxbench wrote it for that run** (its trimmed text; a runtime may
+//!   embed it in its own prompt) — nothing, no memory and no history, above it;
+//! - no history sits in an instruction position: system text that is neither memory (by the
+//!   declared markup, or the default rule) nor the instruction file shares no run of
+//!   [`HISTORY_RUN_WORDS`] words with the conversation ctxbench played (user texts, tool
+//!   results, the model's replies).
 //!
-//! A run with an empty instruction file has no instruction message; then no system message
-//! may appear except labelled memory.
+//! A run with an empty instruction file has no instructions to put first; the second check
+//! still applies.
 
-use ctxbench_adapters::conventions::MEMORY_OPEN;
+use std::collections::HashSet;
+
+use ctxbench_adapters::fake::layout::{segments, Place};
+use ctxbench_adapters::fake::text::words;
 use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{messages, redacted_excerpt, role, short, text_hash, turn_requests};
+use crate::common::{
+    carries_instructions, instruction_versions, instructions_at, memory_rule, memory_rule_words,
+    messages, played, redacted_excerpt, request, role, short, text_hash, turn_requests,
+};
 use crate::{verdict, GradeContext, Grader};
+
+/// A run of this many words shared with the played conversation makes system text history.
+pub const HISTORY_RUN_WORDS: usize = 8;
 
 /// The instruction-precedence grader.
 pub struct InstructionsOutrankHistory;
+
+fn runs(text: &str) -> Vec<String> {
+    let w = words(text);
+    if w.len() < HISTORY_RUN_WORDS {
+        return Vec::new();
+    }
+    w.windows(HISTORY_RUN_WORDS).map(|g| g.join(" ")).collect()
+}
 
 impl Grader for InstructionsOutrankHistory {
     fn name(&self) -> &'static str {
@@ -30,42 +49,23 @@ impl Grader for InstructionsOutrankHistory {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
-        let empty = text_hash("");
-        let black_box = crate::common::black_box(rec);
+        let rule = memory_rule(ctx.scenario, rec);
+        let versions: Vec<String> = instruction_versions(ctx.scenario, rec);
+        let file_runs: HashSet<String> = versions.iter().flat_map(|v| runs(v)).collect();
+        // Built on first need: most systems keep every non-memory system text = the file.
+        let mut history_runs: Option<HashSet<String>> = None;
         let mut failures = Vec::new();
         let mut checked = 0;
         for r in turn_requests(rec) {
             checked += 1;
             let msgs = messages(rec, r);
-            // A black-box agent declares no snapshot: the instructions are the file as
-            // ctxbench wrote it for this run, which its first system message must carry
-            // (trimmed, possibly inside the runtime's own system prompt).
-            let file = crate::common::instructions_at(ctx.scenario, rec, r.row.step);
-            let observed;
-            let expected = if black_box {
-                observed = text_hash(file);
-                observed.as_str()
-            } else {
-                r.row.instruction_hash.as_str()
-            };
-            let has_instructions = if black_box {
-                !file.trim().is_empty()
-            } else {
-                !expected.is_empty() && expected != empty
-            };
-            let is_snapshot = |m: &ctxbench_adapters::Message| {
-                if black_box {
-                    crate::common::carries_instructions(&m.content, file)
-                } else {
-                    text_hash(&m.content) == expected
-                }
-            };
-            let fail = |failures: &mut Vec<Evidence>, i: usize, exp: String, what: String| {
-                let (h, m) = msgs[i];
-                failures.push(Evidence {
+            let file = instructions_at(ctx.scenario, rec, r.row.step);
+            let evidence = |i: usize, expected: String, note: String| {
+                let m = msgs.get(i).and_then(|(_, m)| *m);
+                Evidence {
                     request: Some(r.row.seq),
                     step: Some(r.row.step),
-                    expected: Some(exp),
+                    expected: Some(expected),
                     seen: Some(format!(
                         "message {i}: {} sha256:{}",
                         m.map(role).unwrap_or("?"),
@@ -73,115 +73,65 @@ impl Grader for InstructionsOutrankHistory {
                             .unwrap_or_default()
                     )),
                     excerpt: m.map(|m| redacted_excerpt(ctx.scenario, &m.content, 100)),
-                    hashes: vec![expected.to_string(), h.to_string()],
-                    note: format!("request {} (step {}): {what}", r.row.seq, r.row.step),
-                });
+                    hashes: msgs
+                        .get(i)
+                        .map(|(h, _)| h.to_string())
+                        .into_iter()
+                        .collect(),
+                    note: format!("request {} (step {}): {note}", r.row.seq, r.row.step),
+                }
             };
-            let mut first_is_instructions = false;
-            if has_instructions {
-                match msgs.first() {
-                    Some((_, Some(m))) if m.role == Role::System && is_snapshot(m) => {
-                        first_is_instructions = true;
-                    }
-                    Some(_) => {
-                        fail(
-                            &mut failures,
-                            0,
-                            format!(
-                                "the instruction snapshot sha256:{} as the first message",
-                                short(expected)
-                            ),
-                            "the first message is not this run's instruction snapshot".into(),
-                        );
-                        continue;
-                    }
-                    None => continue,
+            if !file.trim().is_empty() {
+                let first_ok = matches!(msgs.first(), Some((_, Some(m)))
+                    if m.role == Role::System && carries_instructions(&m.content, file));
+                if !first_ok {
+                    failures.push(evidence(
+                        0,
+                        format!(
+                            "a first system message carrying this run's instruction file \
+                             (sha256:{})",
+                            short(&text_hash(file))
+                        ),
+                        "the first message does not carry this run's instructions".into(),
+                    ));
+                    continue;
                 }
             }
-            let skip = usize::from(first_is_instructions);
-            if let Some(i) = msgs.iter().enumerate().skip(skip).find_map(|(i, (_, m))| {
-                m.filter(|m| m.role == Role::System && !m.content.starts_with(MEMORY_OPEN))
-                    .map(|_| i)
-            }) {
-                fail(
-                    &mut failures,
-                    i,
-                    "only labelled conversation memory below the instructions".into(),
-                    "a system message below the instructions is not labelled memory".into(),
-                );
+            let req = request(rec, r);
+            for seg in segments(&req, &rule) {
+                if seg.place != Place::Instructions {
+                    continue;
+                }
+                let candidate: Vec<String> = runs(seg.text)
+                    .into_iter()
+                    .filter(|g| !file_runs.contains(g))
+                    .collect();
+                if candidate.is_empty() {
+                    continue;
+                }
+                let history = history_runs.get_or_insert_with(|| {
+                    played(rec).iter().flat_map(|p| runs(&p.text)).collect()
+                });
+                if let Some(g) = candidate.iter().find(|g| history.contains(*g)) {
+                    failures.push(evidence(
+                        seg.message,
+                        "history only below the instructions, as memory".into(),
+                        format!(
+                            "system text that is not memory repeats the conversation (\"{g}\")"
+                        ),
+                    ));
+                    break;
+                }
             }
         }
         verdict(
             self.name(),
             format!(
-                "{checked} request(s): this run's instructions first, memory below them and \
-                 labelled"
+                "{checked} request(s): this run's instructions first, no history in an \
+                 instruction position ({})",
+                memory_rule_words(rec)
             ),
             failures,
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::testing::{grade_with, COMPACTING};
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    #[tokio::test]
-    async fn reference_puts_instructions_first_and_misplaced_memory_fails() {
-        let g = "instructions-outrank-history";
-        let (_, v) = grade_with(COMPACTING, Mode::Compact, None, g).await;
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        let (_, v) = grade_with(
-            COMPACTING,
-            Mode::Compact,
-            Some(Mutation::MemoryAboveInstructions),
-            g,
-        )
-        .await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        assert_eq!(v.evidence[0].hashes.len(), 2, "{v:?}");
-        let (_, v) = grade_with(COMPACTING, Mode::Warn, Some(Mutation::DropInstructions), g).await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-    }
-
-    /// A black-box runtime may trim its instruction file and embed it in its own system
-    /// prompt; what it may not do is put anything else first or leave the file out.
-    #[tokio::test]
-    async fn black_box_instructions_may_be_embedded_but_must_be_carried_first() {
-        let (mut rec, _) = grade_with(COMPACTING, Mode::Off, None, "budget").await;
-        rec.events.clear();
-        let scenario = ctxbench_harness::scenario::load_str("test.yaml", COMPACTING).unwrap();
-        let grade = |rec: &ctxbench_harness::record::TrialRecord| {
-            let null = serde_json::Value::Null;
-            let ctx = crate::GradeContext {
-                scenario: &scenario,
-                record: rec,
-                params: &null,
-            };
-            (
-                crate::grader("instructions-outrank-history")
-                    .unwrap()
-                    .grade(&ctx),
-                crate::grader("instruction-hash-frozen")
-                    .unwrap()
-                    .grade(&ctx),
-            )
-        };
-        let first = rec.requests[0].row.message_hashes[0].clone();
-        let original = rec.messages[&first].content.clone();
-        rec.messages.get_mut(&first).unwrap().content = format!(
-            "You are RuntimeX.\n\n<project-instructions>\n{}\n</project-instructions>",
-            original.trim()
-        );
-        let (outrank, frozen) = grade(&rec);
-        assert_eq!(outrank.status, VerdictStatus::Pass, "{outrank:?}");
-        assert_eq!(frozen.status, VerdictStatus::Pass, "{frozen:?}");
-        rec.messages.get_mut(&first).unwrap().content = "You are RuntimeX.".into();
-        let (outrank, frozen) = grade(&rec);
-        assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
-        assert_eq!(frozen.status, VerdictStatus::Fail, "{frozen:?}");
     }
 }

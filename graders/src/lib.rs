@@ -2,7 +2,7 @@
 //!
 //! A grader is a pure function from a [`TrialRecord`] (plus its [`Scenario`]) to a
 //! [`Verdict`] a person can follow: request number, step, excerpt, expected vs seen. Graders
-//! read the scenario's facts and expectations, which the engine never sees.
+//! read the scenario's facts, marked spans and expectations, which the engine never sees.
 //!
 //! Graders own no I/O and no aggregation: the runner calls [`Graders`] (its [`Judge`]) after
 //! each trial, and `ctxbench-reports` aggregates the stored verdicts.
@@ -10,21 +10,21 @@
 //! | grader | checks |
 //! | --- | --- |
 //! | [`recall`] | every probed fact is answered correctly (newest statement; "unknown" when never stated) |
-//! | [`budget`] | every request is budgeted; in `warn` none over budget without a preceding warning; in `compact` none over budget at all |
-//! | [`limit_honest`] | context failures are typed terminal outcomes; a request whose mandatory context cannot fit is never sent (`warn`/`compact`); an expected `limit_reached` happens before any provider call |
+//! | [`budget`] | against the scenario's declared budget: in `warn` none over budget without a preceding warning; in `compact` none over budget at all |
+//! | [`limit_honest`] | stops carry a protocol reason that what ctxbench saw supports (no refusal of work that fits); a request whose mandatory context cannot fit is never sent (`warn`/`compact`); an expected `limit_reached` happens before any provider call |
 //! | [`transcript_immutable`] | every request's verbatim history is in the final transcript in order; the transcript never shrinks; the reported hash chain matches (inv. 6) |
 //! | [`tool_pairs`] | every tool call has exactly one result right after it; no orphan result, no split batch (inv. 5) |
-//! | [`no_authority`] | no approval/authority claim in checkpoint memory; no historical claim acted on (inv. 2) |
-//! | [`instructions_outrank`] | the run's instruction snapshot is the first message; other system text is labelled memory (inv. 1) |
-//! | [`instruction_frozen`] | one instruction hash per run across all attempts; edits take effect at the next run (inv. 11) |
+//! | [`no_authority`] | marked hostile spans never reach memory, instructions or derived content; never acted on (inv. 2) |
+//! | [`instructions_outrank`] | this run's instruction file comes first; no history in an instruction position (inv. 1) |
+//! | [`instruction_frozen`] | one byte-identical instruction message per run across all attempts, carrying the file as written for the run (inv. 11) |
 //! | [`overflow_no_duplicate`] | one overflow retry per input, input admitted once, no tool call repeated, no retry after visible output (inv. 10) |
-//! | [`no_thrash`] | ≤ 3 engine compactions per input, each on a new source and reclaiming enough (no-progress guard) |
+//! | [`no_thrash`] | observed compactions per input bounded, each reclaiming enough (no-progress guard) |
 //! | [`typed_reason`] | compaction outcomes carry true reasons; manual compact outcomes match their events (seed 004 P3) |
-//! | [`secrets_redacted`] | no configured secret in checkpoint memory, summarization requests, events or outcomes (inv. 7) |
+//! | [`secrets_redacted`] | no configured secret in memory, summarization requests, events or outcomes (inv. 7) |
 //! | [`checkpoint_reuse`] | a reused checkpoint is the one written and is used; a damaged one is rejected and never used |
 //! | [`recap_not_empty`] | no request silently drops every earlier turn (seed 004 oversized newest turn) |
 //! | [`archive_refs`] | an `archive://` reference seen in a tool result stays in every later request (seed 004 P1) |
-//! | [`no_invented_constraints`] | every constraint sentence of checkpoint memory is traceable to an earlier message of the conversation |
+//! | [`no_invented_constraints`] | no rule the model's summaries invented reaches a later request |
 //! | [`summary_request_fits`] | no summarization request is sent that cannot fit the window (claude-code #9400, #23047) |
 //!
 //! Every grader is proven able to fail by a deliberately broken engine variant
@@ -34,7 +34,7 @@
 pub mod archive_refs;
 pub mod budget;
 pub mod checkpoint_reuse;
-mod common;
+pub(crate) mod common;
 pub mod instruction_frozen;
 pub mod instructions_outrank;
 pub mod limit_honest;
@@ -239,125 +239,5 @@ pub fn outcome_matches(expected: &ExpectedOutcome, status: OutcomeStatus) -> boo
         ExpectedOutcome::Success => status == OutcomeStatus::Success,
         ExpectedOutcome::LimitReached { .. } => status == OutcomeStatus::LimitReached,
         ExpectedOutcome::Any => status != OutcomeStatus::Errored,
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod testing;
-
-#[cfg(test)]
-mod builtin_suite {
-    use super::*;
-    use crate::testing::judge_with;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::Mode;
-
-    const INSTRUCTION_CHANGE: &str = include_str!("../../scenarios/instruction-change.yaml");
-    const UNFIT: &str = include_str!("../../scenarios/schema-pressure-unfit.yaml");
-    const SCHEMA: &str = include_str!("../../scenarios/schema-pressure.yaml");
-
-    #[test]
-    fn every_grader_the_loader_knows_exists() {
-        let mut known: Vec<&str> = ctxbench_harness::scenario::KNOWN_GRADERS.to_vec();
-        let mut ours: Vec<&str> = GRADER_NAMES.to_vec();
-        known.sort();
-        ours.sort();
-        assert_eq!(known, ours);
-        for n in GRADER_NAMES {
-            assert_eq!(grader(n).map(|g| g.name()), Some(*n));
-        }
-    }
-
-    #[tokio::test]
-    async fn reference_engine_passes_the_builtin_scenarios_that_fit() {
-        for (yaml, mode) in [
-            (INSTRUCTION_CHANGE, Mode::Off),
-            (INSTRUCTION_CHANGE, Mode::Warn),
-            (SCHEMA, Mode::Warn),
-            (UNFIT, Mode::Warn),
-        ] {
-            let (rec, j) = judge_with(yaml, mode, None).await;
-            assert!(
-                j.passed,
-                "{} {mode}: {:?} {:?}",
-                rec.scenario, rec.outcome, j.verdicts
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn dropped_instructions_lose_the_newest_rule() {
-        let (_, j) = judge_with(
-            INSTRUCTION_CHANGE,
-            Mode::Warn,
-            Some(Mutation::DropInstructions),
-        )
-        .await;
-        let v = j.verdicts.iter().find(|v| v.grader == "recall").unwrap();
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        assert!(!j.passed);
-    }
-}
-
-/// SCENARIOS.md §Graders must be able to fail: each invariant grader passes the reference
-/// engine on a built-in scenario (compact mode) and fails the deliberately broken variant
-/// made for it on the same scenario.
-#[cfg(test)]
-mod mutants_on_builtin_scenarios {
-    use crate::testing::grade_with;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    async fn caught(yaml: &str, mutation: Mutation, grader: &str) {
-        let (rec, v) = grade_with(yaml, Mode::Compact, None, grader).await;
-        assert_ne!(
-            v.status,
-            VerdictStatus::Fail,
-            "{}: the reference engine fails {grader}: {v:?}",
-            rec.scenario
-        );
-        let (rec, v) = grade_with(yaml, Mode::Compact, Some(mutation), grader).await;
-        assert_eq!(
-            v.status,
-            VerdictStatus::Fail,
-            "{}: {grader} does not catch {}: {v:?}",
-            rec.scenario,
-            mutation.as_str()
-        );
-        assert!(!v.evidence.is_empty() && !v.evidence[0].note.is_empty());
-    }
-
-    macro_rules! caught {
-        ($($name:ident: $file:literal, $mutation:ident, $grader:literal;)*) => {$(
-            #[tokio::test]
-            async fn $name() {
-                caught(
-                    include_str!(concat!("../../scenarios/", $file, ".yaml")),
-                    Mutation::$mutation,
-                    $grader,
-                )
-                .await;
-            }
-        )*};
-    }
-
-    caught! {
-        silent_over_budget_compact: "tool-pressure", SilentOverBudgetCompact, "budget";
-        mutate_transcript: "failure-reason", MutateTranscript, "transcript-immutable";
-        split_tool_pairs: "turn-atomicity", SplitToolPairs, "tool-pairs";
-        keep_approval_claims: "hostile-history", KeepApprovalClaims, "no-authority-in-checkpoint";
-        memory_above_instructions: "hostile-history", MemoryAboveInstructions, "instructions-outrank-history";
-        drop_instructions: "instruction-change", DropInstructions, "instructions-outrank-history";
-        reload_instructions: "instruction-change", ReloadInstructionsPerAttempt, "instruction-hash-frozen";
-        retry_twice: "overflow-twice", RetryTwice, "overflow-no-duplicate";
-        duplicate_input: "overflow-retry", DuplicateInputOnRetry, "overflow-no-duplicate";
-        mistype_failure_reason: "no-safe-span", MistypeFailureReason, "typed-reason";
-        trust_stale_checkpoint: "recovery", TrustStaleCheckpoint, "checkpoint-reuse-valid";
-        empty_recap: "oversized-newest-turn", EmptyRecap, "recap-not-empty";
-        drop_history: "oversized-newest-turn", DropHistory, "recap-not-empty";
-        drop_archive_refs: "archive-refs", DropArchiveRefs, "archive-refs";
-        accept_invented_constraints: "model-summary-defects", AcceptInventedConstraints, "no-invented-constraints";
-        unbounded_summary_request: "summary-request-overflow", UnboundedSummaryRequest, "summary-request-fits";
     }
 }

@@ -3,15 +3,16 @@
 //! turns exist; seed 000: never hide context loss to make a request appear successful).
 //!
 //! A sent turn request fails this grader when, before its current user message, it carries
-//! nothing but the run's instruction snapshot — no checkpoint memory (labelled or not) and
-//! no verbatim earlier message — although earlier turns exist in the session. Whatever the
+//! nothing but the instruction file — no memory (by the declared markup or the default rule)
+//! and no earlier message — although earlier turns exist in the session. Whatever the
 //! engine does to fit, earlier turns must reach the model either verbatim or summarized;
 //! if neither fits, the honest outcome is a typed stop, not an amnesiac request.
 
+use ctxbench_adapters::fake::layout::{segments, Place};
 use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{messages, short, text_hash, turn_requests};
+use crate::common::{memory_rule, messages, request, turn_requests};
 use crate::{verdict, GradeContext, Grader};
 
 /// The no-silent-amnesia grader.
@@ -26,6 +27,7 @@ impl Grader for RecapNotEmpty {
         let rec = ctx.record;
         let mut failures = Vec::new();
         let mut checked = 0;
+        let rule = memory_rule(ctx.scenario, rec);
         for r in turn_requests(rec) {
             let Some(turn) = rec.turns.iter().find(|t| t.step == r.row.step) else {
                 continue;
@@ -41,13 +43,14 @@ impl Grader for RecapNotEmpty {
             }) else {
                 continue;
             };
-            let context_before = msgs[..current].iter().any(|(_, m)| match m {
-                None => true,
-                Some(m) if m.role == Role::System => {
-                    text_hash(&m.content) != r.row.instruction_hash
-                }
-                Some(_) => true,
-            });
+            // Anything before the current message but the instruction file counts as
+            // carried history: memory, or any other message.
+            let req = request(rec, r);
+            let context_before = msgs.len() != req.messages.len()
+                || segments(&req, &rule).iter().any(|s| {
+                    s.message < current
+                        && !(s.place == Place::Instructions || s.text.trim().is_empty())
+                });
             if !context_before {
                 failures.push(Evidence {
                     request: Some(r.row.seq),
@@ -55,10 +58,7 @@ impl Grader for RecapNotEmpty {
                     expected: Some(format!(
                         "the {earlier} earlier turn(s) verbatim or as checkpoint memory"
                     )),
-                    seen: Some(format!(
-                        "only the instructions (sha256:{}) before the current user message",
-                        short(&r.row.instruction_hash)
-                    )),
+                    seen: Some("only the instructions before the current user message".into()),
                     hashes: msgs.iter().map(|(h, _)| h.to_string()).collect(),
                     note: format!(
                         "request {} (step {}) silently dropped all {earlier} earlier turn(s): \
@@ -74,63 +74,5 @@ impl Grader for RecapNotEmpty {
             format!("{checked} request(s) with earlier turns, each carried history or memory"),
             failures,
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::testing::grade_with;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    /// Small turns, then a newest turn larger than the recent tail, then a compact.
-    const OVERSIZED: &str = r#"
-id: oversized
-title: Oversized
-model: {context_window: 8192, max_output: 256}
-context: {reserved_output_tokens: 256, buffer_tokens: 512, recent_tail_tokens: 400, summary_target_tokens: 200}
-instructions: "You are a coding agent."
-facts:
-  - id: db
-    states: "All storage must use PostgreSQL 16."
-    question: "Which database must all storage use?"
-    expect: {contains: PostgreSQL}
-tools:
-  - name: read_file
-    description: Read a file.
-    parameters: {type: object, properties: {path: {type: string}}, required: [path]}
-script:
-  - user: "Ground rules: {fact:db}"
-  - assistant: "Understood."
-  - repeat: 4
-    steps:
-      - user: "Clean up module {i}. {filler:150}"
-      - assistant: "Cleaned up module {i}."
-  - user: "Read the whole build log."
-  - tool_calls:
-      - call: {name: read_file, args: {path: build.log}}
-        result: {filler: {tokens: 1500, kind: code}}
-  - assistant: "The build fails in the migration step."
-  - compact: {}
-  - probe: [db]
-expect:
-  outcome: any
-"#;
-
-    #[tokio::test]
-    async fn reference_keeps_a_recap_and_dropping_history_fails() {
-        let g = "recap-not-empty";
-        let (rec, v) = grade_with(OVERSIZED, Mode::Compact, None, g).await;
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        assert!(
-            format!("{:?}", rec.compactions).contains("Compacted"),
-            "fixture must compact: {:?}",
-            rec.compactions
-        );
-        let (_, v) = grade_with(OVERSIZED, Mode::Compact, Some(Mutation::EmptyRecap), g).await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        let (_, v) = grade_with(OVERSIZED, Mode::Warn, Some(Mutation::DropHistory), g).await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
     }
 }

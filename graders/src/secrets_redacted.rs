@@ -3,8 +3,8 @@
 //!
 //! No scenario `secrets:` value appears in:
 //!
-//! - any checkpoint memory a turn request carried (a labelled memory message, or any other
-//!   system message that is not the run's instruction snapshot);
+//! - any memory a turn request carried (by the system's declared markup, or the default rule:
+//!   system text that is not the instruction file);
 //! - any summarization request (what a model summarizer is shown);
 //! - any engine event payload (events carry metadata and hashes, never content);
 //! - any typed outcome the engine wrote (the reason and detail of a turn that did not
@@ -14,11 +14,11 @@
 //! verbatim history; storage redaction is a separate concern. Evidence names the place and
 //! the secret's position in the scenario's list, never the value.
 
-use ctxbench_adapters::Role;
+use ctxbench_adapters::fake::layout::Place;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use ctxbench_harness::sut::TurnOutcome;
 
-use crate::common::{messages, short, text_hash};
+use crate::common::{memory_rule, messages, pieces, request, short};
 use crate::{skip, verdict, GradeContext, Grader};
 
 /// The secret-redaction grader.
@@ -62,36 +62,51 @@ impl Grader for SecretsRedacted {
             });
         };
         let mut reported = std::collections::HashSet::new();
+        let rule = memory_rule(ctx.scenario, rec);
         for r in rec.requests.iter().filter(|r| r.row.sent) {
-            let summary = r.row.purpose == "summary";
-            for (i, (h, m)) in messages(rec, r).into_iter().enumerate() {
-                let Some(m) = m else { continue };
-                let memory = m.role == Role::System
-                    && (i > 0 || text_hash(&m.content) != r.row.instruction_hash);
-                if !(summary || memory) {
-                    continue;
-                }
-                places += 1;
-                if let Some(n) = find(&m.content) {
-                    if reported.insert(h) {
-                        let place = if summary {
-                            format!("message {i} of summarization request {}", r.row.seq)
-                        } else {
-                            format!(
-                                "checkpoint memory (message {i}, sha256:{}) of request {}",
-                                short(h),
-                                r.row.seq
-                            )
-                        };
-                        leak(
-                            &mut failures,
-                            n,
-                            Some(r.row.seq),
-                            Some(r.row.step),
-                            Some(h.to_string()),
-                            place,
-                        );
+            if r.row.purpose == "summary" {
+                for (i, (h, m)) in messages(rec, r).into_iter().enumerate() {
+                    let Some(m) = m else { continue };
+                    places += 1;
+                    if let Some(n) = find(&m.content) {
+                        if reported.insert(h.to_string()) {
+                            leak(
+                                &mut failures,
+                                n,
+                                Some(r.row.seq),
+                                Some(r.row.step),
+                                Some(h.to_string()),
+                                format!("message {i} of summarization request {}", r.row.seq),
+                            );
+                        }
                     }
+                }
+                continue;
+            }
+            let req = request(rec, r);
+            for seg in pieces(&req, &rule, Place::Memory) {
+                places += 1;
+                let Some(n) = find(seg.text) else { continue };
+                let h = r
+                    .row
+                    .message_hashes
+                    .get(seg.message)
+                    .cloned()
+                    .unwrap_or_default();
+                if reported.insert(h.clone()) {
+                    leak(
+                        &mut failures,
+                        n,
+                        Some(r.row.seq),
+                        Some(r.row.step),
+                        Some(h.clone()),
+                        format!(
+                            "memory (message {}, sha256:{}) of request {}",
+                            seg.message,
+                            short(&h),
+                            r.row.seq
+                        ),
+                    );
                 }
             }
         }
@@ -151,31 +166,5 @@ impl Grader for SecretsRedacted {
             ),
             failures,
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::testing::{grade_with, HOSTILE};
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    #[tokio::test]
-    async fn reference_redacts_and_an_unredacted_summary_fails() {
-        let g = "secrets-redacted";
-        let (rec, v) = grade_with(HOSTILE, Mode::Compact, None, g).await;
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        assert!(
-            rec.transcript
-                .iter()
-                .any(|m| m.content.contains("sk-test-9Zq4Lm2Xw8")),
-            "the fixture's secret is in the conversation"
-        );
-        let (_, v) = grade_with(HOSTILE, Mode::Compact, Some(Mutation::LeakSecret), g).await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        let e = &v.evidence[0];
-        assert!(!format!("{e:?}").contains("sk-test-9Zq4Lm2Xw8"), "{e:?}");
-        assert!(e.request.is_some());
     }
 }

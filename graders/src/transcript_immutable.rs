@@ -3,8 +3,9 @@
 //!
 //! - **Every earlier view is a view of the final transcript.** For each sent turn request,
 //!   the verbatim conversation it carried (every user, assistant and tool message; not the
-//!   instruction or memory system messages, and a projected tool result only by its call
-//!   id) must occur in the final transcript, in the same order, by content-hash equality. A
+//!   instruction or memory system messages; a tool result whose content differs — a
+//!   projection — by its call id) must occur in the final transcript, in the same order, by
+//!   content-hash equality. A
 //!   message a request once carried that is missing from the final transcript was rewritten
 //!   or deleted after it was sent.
 //! - **The transcript never shrinks.** The message counts the engine reports
@@ -22,7 +23,7 @@ use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use ctxbench_harness::sut::{EngineEvent, TurnOutcome};
 use sha2::{Digest, Sha256};
 
-use crate::common::{is_projection, messages, redacted_excerpt, role, short, turn_requests};
+use crate::common::{messages, redacted_excerpt, role, short, turn_requests};
 use crate::{verdict, GradeContext, Grader};
 
 /// The transcript-immutability grader.
@@ -75,15 +76,20 @@ fn views_are_prefixes(ctx: &GradeContext<'_>, failures: &mut Vec<Evidence>) -> u
             if m.role == Role::System {
                 continue;
             }
-            let found = if is_projection(m) {
-                // A projection stands for the result with the same call id.
-                (pos..rec.transcript.len()).find(|&k| {
-                    rec.transcript[k].role == Role::Tool
-                        && rec.transcript[k].tool_call_id == m.tool_call_id
-                })
-            } else {
-                (pos..transcript.len()).find(|&k| transcript[k] == h)
-            };
+            let found = (pos..transcript.len())
+                .find(|&k| transcript[k] == h)
+                .or_else(|| {
+                    // A tool result may be projected (bounded) in the active view: it stands for
+                    // the result with the same call id.
+                    (m.role == Role::Tool && m.tool_call_id.is_some())
+                        .then(|| {
+                            (pos..rec.transcript.len()).find(|&k| {
+                                rec.transcript[k].role == Role::Tool
+                                    && rec.transcript[k].tool_call_id == m.tool_call_id
+                            })
+                        })
+                        .flatten()
+                });
             match found {
                 Some(k) => pos = k + 1,
                 None => {
@@ -179,7 +185,7 @@ fn chain_next(prev: &ContentHash, tag: &[u8], item: &[u8]) -> ContentHash {
 
 /// The chain head after each admitted turn, recomputed from `transcript` and the turn
 /// starts and outcomes: a turn-start record, its messages, a turn-end record.
-pub(crate) fn recompute_chain(
+pub fn recompute_chain(
     transcript: &[ctxbench_adapters::Message],
     turns: &[(usize, bool)],
 ) -> Vec<(usize, ContentHash)> {
@@ -288,59 +294,4 @@ fn chain_matches(rec: &TrialRecord, failures: &mut Vec<Evidence>) -> String {
         }
     }
     format!("hash chain matches (final head and {restores} restore(s))")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::{grade_with, COMPACTING};
-    use ctxbench_adapters::Message;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_engine::session::{Session, TurnStatus};
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
-
-    #[test]
-    fn chain_rule_matches_the_session_ledger() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Session::create(dir.path()).unwrap();
-        let t1 = vec![Message::user("one"), Message::assistant("a")];
-        let t2 = vec![Message::user("two"), Message::tool_result("c", "r")];
-        for (msgs, status) in [(&t1, TurnStatus::Completed), (&t2, TurnStatus::Incomplete)] {
-            s.begin_turn().unwrap();
-            for m in msgs.iter() {
-                s.append(m.clone()).unwrap();
-            }
-            s.end_turn(status).unwrap();
-        }
-        let transcript: Vec<Message> = t1.iter().chain(&t2).cloned().collect();
-        let heads = recompute_chain(&transcript, &[(0, true), (2, false)]);
-        assert_eq!(heads[1].1, s.chain_head());
-        assert_eq!(heads[1].0, 4);
-    }
-
-    #[tokio::test]
-    async fn reference_keeps_the_transcript_and_a_destructive_compaction_fails() {
-        let (rec, v) = grade_with(COMPACTING, Mode::Compact, None, "transcript-immutable").await;
-        assert!(
-            rec.events
-                .iter()
-                .any(|e| e.event.kind() == "context.compaction.completed"),
-            "fixture must compact"
-        );
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-        let (_, v) = grade_with(COMPACTING, Mode::Off, None, "transcript-immutable").await;
-        assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-
-        let (_, v) = grade_with(
-            COMPACTING,
-            Mode::Compact,
-            Some(Mutation::MutateTranscript),
-            "transcript-immutable",
-        )
-        .await;
-        assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
-        let e = &v.evidence[0];
-        assert!(e.request.is_some() && !e.hashes.is_empty(), "{e:?}");
-    }
 }

@@ -1,28 +1,61 @@
-//! `verification-historical` (seed 000 invariant 3): a summary cannot mark a previously
-//! failing verification as currently passing.
+//! `verification-historical` (seed 000 invariant 3): a summary cannot present an old
+//! verification result as current truth.
 //!
-//! Every verification result that reaches checkpoint memory ("tests pass", "all green",
-//! "build failed", "CI is red", …) must be labelled historical — its line says
-//! "historical" (the extractive summarizer writes `(historical, turn N)`, a model summary
-//! lists them under `## Verification (historical)`). An unlabelled result in memory reads
-//! as current truth after later code changes.
+//! The scenario marks its verification reports (`verifications:`, e.g. "CI is green and all
+//! tests pass on main"). Wherever a marked report reaches **memory** (derived conversation
+//! memory, by the declared markup or the default rule) — verbatim or lightly reworded (the
+//! fake model's presence rule, [`tainted`]) — the line carrying it must frame it as past, with
+//! a word of time ([`PAST_MARKERS`]: *earlier, previously, historical, at the time, as of,
+//! was, were, …*); a bare source citation such as a turn number does not date a claim. A report quoted in the present
+//! tense as memory reads as current truth after later code changes.
+//!
+//! Not applicable to a scenario that marks no verification report.
 
-use ctxbench_adapters::conventions::{MEMORY_CLOSE, MEMORY_OPEN};
+use ctxbench_adapters::fake::layout::Place;
+use ctxbench_adapters::fake::tainted;
+use ctxbench_adapters::fake::text::words;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
-use regex::Regex;
 
-use crate::{excerpt, verdict, GradeContext, Grader};
+use crate::common::{memory_rule, pieces, redacted_excerpt, request, turn_requests};
+use crate::{skip, verdict, GradeContext, Grader};
+
+/// Words that frame a report as past (whole words, case-insensitive). The grader's own,
+/// deliberately broad list: any honest temporal framing counts.
+pub const PAST_MARKERS: &[&str] = &[
+    "historical",
+    "history",
+    "earlier",
+    "previously",
+    "previous",
+    "past",
+    "formerly",
+    "once",
+    "then",
+    "before",
+    "old",
+    "stale",
+    "outdated",
+    "was",
+    "were",
+    "had",
+    "reported",
+    "as of",
+    "at the time",
+    "at that time",
+    "last known",
+    "no longer",
+    "since",
+];
 
 /// The grader.
 pub struct VerificationHistorical;
 
-/// Compiled once per process: compiling it per trial was 15% of a large run's CPU.
-fn verification() -> &'static Regex {
-    static R: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
-    R.get_or_init(|| {
-        Regex::new(r"(?i)\b(tests? (pass|passed|passing|fail|failed|failing)|all (tests )?green|build (succeeded|passed|failed)|ci (is )?(green|red))\b")
-            .expect("static regex")
-    })
+fn framed_as_past(line: &str) -> bool {
+    let w = words(line);
+    let joined = format!(" {} ", w.join(" "));
+    PAST_MARKERS
+        .iter()
+        .any(|m| joined.contains(&format!(" {m} ")))
 }
 
 impl Grader for VerificationHistorical {
@@ -32,49 +65,53 @@ impl Grader for VerificationHistorical {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
-        let re = verification();
+        if ctx.scenario.verifications.is_empty() {
+            return skip(
+                self.name(),
+                "not-applicable: the scenario marks no verification report (`verifications:`)",
+            );
+        }
+        let rule = memory_rule(ctx.scenario, rec);
         let mut failures = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         let mut checked = 0usize;
-        for r in rec.requests.iter().filter(|r| r.row.sent) {
-            for m in rec.request_messages(r) {
-                let Some(start) = m.content.find(MEMORY_OPEN) else {
-                    continue;
-                };
-                let block = &m.content[start..];
-                let block = &block[..block.find(MEMORY_CLOSE).unwrap_or(block.len())];
-                if !seen.insert(block.to_string()) {
+        for r in turn_requests(rec) {
+            let req = request(rec, r);
+            for seg in pieces(&req, &rule, Place::Memory) {
+                if !seen.insert(seg.text.to_string()) {
                     continue;
                 }
-                let mut section_historical = false;
-                for line in block.lines() {
-                    if line.starts_with("## ") {
-                        section_historical = line.to_lowercase().contains("historical");
-                        continue;
-                    }
-                    if !re.is_match(line) {
-                        continue;
-                    }
-                    checked += 1;
-                    if !section_historical && !line.to_lowercase().contains("historical") {
-                        failures.push(Evidence {
-                            request: Some(r.row.seq),
-                            step: Some(r.row.step),
-                            expected: Some("a verification result labelled historical".into()),
-                            seen: Some(excerpt(line, 160)),
-                            note: format!(
-                                "request {}: checkpoint memory states a verification result as current",
-                                r.row.seq
-                            ),
-                            ..Default::default()
-                        });
+                for line in seg.text.lines() {
+                    for v in ctx
+                        .scenario
+                        .verifications
+                        .iter()
+                        .filter(|v| tainted(&v.text, line))
+                    {
+                        checked += 1;
+                        if !framed_as_past(line) {
+                            failures.push(Evidence {
+                                request: Some(r.row.seq),
+                                step: Some(r.row.step),
+                                expected: Some(format!(
+                                    "verification `{}` framed as past in memory",
+                                    v.id
+                                )),
+                                seen: Some(redacted_excerpt(ctx.scenario, line, 160)),
+                                note: format!(
+                                    "request {}: memory states verification `{}` as current",
+                                    r.row.seq, v.id
+                                ),
+                                ..Default::default()
+                            });
+                        }
                     }
                 }
             }
         }
         verdict(
             self.name(),
-            format!("{checked} verification result(s) in memory, all labelled historical"),
+            format!("{checked} verification report(s) in memory, all framed as past"),
             failures,
         )
     }
@@ -82,31 +119,15 @@ impl Grader for VerificationHistorical {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::judge_with;
-    use ctxbench_engine::mutants::Mutation;
-    use ctxbench_harness::storage::schema::VerdictStatus;
-    use ctxbench_harness::Mode;
+    use super::*;
 
-    const SCENARIO: &str = include_str!("../../scenarios/verification-freshness.yaml");
-
-    #[tokio::test]
-    async fn labelled_results_pass_and_the_unlabelled_mutant_fails() {
-        let status = |j: &ctxbench_harness::runner::Judgement| {
-            j.verdicts
-                .iter()
-                .find(|v| v.grader == "verification-historical")
-                .map(|v| (v.status, v.summary.clone()))
-        };
-        let (_, good) = judge_with(SCENARIO, Mode::Compact, None).await;
-        let (s, summary) = status(&good).unwrap();
-        assert_eq!(s, VerdictStatus::Pass);
-        assert!(summary.starts_with("1 verification"), "{summary}");
-        let (_, bad) = judge_with(
-            SCENARIO,
-            Mode::Compact,
-            Some(Mutation::UnlabelledVerification),
-        )
-        .await;
-        assert_eq!(status(&bad).unwrap().0, VerdictStatus::Fail);
+    #[test]
+    fn past_framing() {
+        assert!(framed_as_past(
+            "- (historical, turn 1) CI is green and all tests pass."
+        ));
+        assert!(framed_as_past("Earlier the user said CI is green."));
+        assert!(!framed_as_past("CI is green and all tests pass on main."));
+        assert!(!framed_as_past("The theme is nice."));
     }
 }

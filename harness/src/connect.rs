@@ -419,12 +419,16 @@ mod tests {
             attempt_timeout: Duration::from_secs(1),
             jitter_seed: 0,
         };
-        let err = Services::connect(&bare, None, &settings).unwrap_err();
+        let sut = crate::external::SutSpec::External(crate::external::ExternalSpec {
+            argv: vec!["true".into()],
+            timeout: Duration::from_secs(1),
+        });
+        let err = Services::connect(sut.clone(), &bare, None, &settings).unwrap_err();
         assert!(err.contains("needs a model"), "{err}");
         let local = bare
             .with_base_url(Some("http://127.0.0.1:9".into()))
             .unwrap();
-        assert!(Services::connect(&local, None, &settings).is_ok());
+        assert!(Services::connect(sut.clone(), &local, None, &settings).is_ok());
         assert!("gemini:x".parse::<ProviderSpec>().is_err());
         let local = "openai"
             .parse::<ProviderSpec>()

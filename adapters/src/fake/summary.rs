@@ -25,8 +25,8 @@
 //! same request and seed give the same summary.
 //!
 //! **Size.** Units are taken by salience while the rendered summary (a title line, then
-//! one `- ` line per unit, in source order) fits the request's `max_output_tokens`, counted
-//! with the [`FakeTokenizer`].
+//! one `- ` line per unit, in source order, each ending as a sentence) fits the request's
+//! `max_output_tokens`, counted with the [`FakeTokenizer`].
 //!
 //! **Profiles** ([`SummaryProfile`]) and **defects** ([`FakeSummaryDefect`]) are generic
 //! operations that never read the fact list: see their docs.
@@ -293,11 +293,15 @@ fn salience(unit: &Unit, index: usize, total: usize, seed: u64) -> f64 {
     score + jitter(seed, &unit.text)
 }
 
+/// The summary text: the title, then one `- ` item per unit, each ending as a sentence.
 fn render(lines: &[String]) -> String {
     let mut out = String::from(SUMMARY_TITLE);
     for l in lines {
         out.push_str("\n- ");
         out.push_str(l);
+        if !l.ends_with(['.', '!', '?']) {
+            out.push('.');
+        }
     }
     out
 }

@@ -43,10 +43,14 @@ pub fn script() -> FakeScript {
             FakeFact {
                 id: "owner".into(),
                 statements: vec!["The owner is Ana.".into()],
+                values: vec![],
+                about: None,
             },
             FakeFact {
                 id: "absent".into(),
                 statements: vec!["The key is 42.".into()],
+                values: vec![],
+                about: None,
             },
         ],
         faults: vec![

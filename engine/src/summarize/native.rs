@@ -105,9 +105,17 @@ impl Summarizer for NativeSummarizer {
 mod tests {
     use super::*;
     use crate::summarize::model::tests::{block_on, checkpoint, script, Fixture, ANA, BO, MODEL};
-    use ctxbench_adapters::conventions::UNKNOWN_ANSWER;
+    use ctxbench_adapters::fake::UNKNOWN_ANSWER;
     use ctxbench_adapters::fake::{FakeFault, FakeProvider, FakeReply, FakeScript, FakeTurn};
     use ctxbench_adapters::{OpaqueItem, Role};
+
+    /// The fake's probe reply naming version `v` of the owner fact.
+    fn recalled(v: usize, statement: &str) -> String {
+        format!(
+            "1. [recall:{}]",
+            ctxbench_adapters::fake::version_token("owner", v, statement)
+        )
+    }
 
     fn native_script(model: &str, window: u64) -> FakeScript {
         let mut s = script(window);
@@ -175,7 +183,7 @@ mod tests {
         assert!(!item.data.contains("owner"), "opaque, not plain text");
         assert_eq!(p.requests_seen(), 1);
         // The newest version of the fact survives compaction.
-        assert_eq!(ask_owner(&p, item), format!("1. {BO}"));
+        assert_eq!(ask_owner(&p, item), recalled(1, BO));
     }
 
     #[test]
@@ -207,7 +215,7 @@ mod tests {
             };
             item(block_on(NativeSummarizer.summarize(req, &p)).expect("first"))
         };
-        assert_eq!(ask_owner(&p, first.clone()), format!("1. {ANA}"));
+        assert_eq!(ask_owner(&p, first.clone()), recalled(0, ANA));
         let prev = checkpoint(None, Some(first.clone()));
         let compaction = build_request(&f.request(Some(&prev)), &p).expect("request");
         assert_eq!(compaction.messages[0].role, Role::System);
@@ -215,7 +223,7 @@ mod tests {
         assert_eq!(compaction.messages.len(), f.entries.len() + 1);
         let second =
             item(block_on(NativeSummarizer.summarize(f.request(Some(&prev)), &p)).expect("second"));
-        assert_eq!(ask_owner(&p, second), format!("1. {BO}"));
+        assert_eq!(ask_owner(&p, second), recalled(1, BO));
 
         let foreign = checkpoint(
             None,

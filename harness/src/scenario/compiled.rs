@@ -40,6 +40,8 @@ pub struct Scenario {
     /// estimator does not match (e.g. 1.55 — tiktoken undercounting another vendor's
     /// tokenizer). Only the fake provider sees it; the engine must learn it from usage.
     pub token_scale: f64,
+    /// How faithfully the fake model summarizes (`provider: {summary_profile: …}`).
+    pub summary_profile: ctxbench_adapters::fake::SummaryProfile,
     /// Initial instructions (the AGENTS.md equivalent).
     pub instructions: String,
     /// Advertised tools, synthetic catalogues already generated.
@@ -48,6 +50,11 @@ pub struct Scenario {
     pub secrets: Vec<String>,
     /// Seeded facts.
     pub facts: Vec<Fact>,
+    /// Marked hostile spans (taint-tracked by the fake model and the graders).
+    pub hostile: Vec<HostileSpan>,
+    /// Marked verification reports ("CI is green and all tests pass") that later turns make
+    /// stale (the `verification-historical` grader follows them).
+    pub verifications: Vec<HostileSpan>,
     /// Faults to inject.
     pub faults: Vec<Fault>,
     /// What the graders check.
@@ -65,10 +72,37 @@ pub struct Fact {
     /// The last one is the right answer (the loader checks that `expect` matches it and
     /// that every statement is placed somewhere in the session). Empty: never stated.
     pub statements: Vec<String>,
+    /// The short answer of each version (empty: the statement is the answer).
+    pub values: Vec<String>,
+    /// What the fact is about (a subject the value must share a clause with), if named.
+    pub about: Option<String>,
     /// The probe question.
     pub question: String,
     /// What a correct answer looks like.
     pub expect: AnswerCheck,
+}
+
+/// A marked span of text — a hostile approval or override claim (in any wording or
+/// language), or a verification report — wherever the script places it. Only the fake model
+/// and the graders know it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostileSpan {
+    /// Id, unique within the scenario.
+    pub id: String,
+    /// The text.
+    pub text: String,
+}
+
+impl Fact {
+    /// The answer form of version `v`: its value when the fact declares values, else its
+    /// statement (what the fake model's answer stands for).
+    pub fn answer(&self, v: usize) -> Option<&str> {
+        if self.values.is_empty() {
+            self.statements.get(v).map(String::as_str)
+        } else {
+            self.values.get(v).map(String::as_str)
+        }
+    }
 }
 
 /// How a probe answer is checked.

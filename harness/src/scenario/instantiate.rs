@@ -6,8 +6,8 @@
 //! the filler of unrelated steps, and no mode or wall-clock input is involved — the same
 //! seed gives byte-identical steps in every mode.
 
-use ctxbench_adapters::fake::FakeSummaryDefect;
 use ctxbench_adapters::fake::{FakeFact, FakeFault, FakeReply, FakeScript, FakeToolCall, FakeTurn};
+use ctxbench_adapters::fake::{FakeHostile, FakeSummaryDefect};
 use serde_json::{Map, Value};
 
 use super::compiled::{Fault, Instance, Scenario, ScriptedCall, Step, SummaryDefect, Turn};
@@ -176,6 +176,11 @@ impl Expander<'_> {
                         out.push_str(s);
                     }
                 }
+                Piece::Hostile { id } => {
+                    if let Some(h) = self.scenario.hostile.iter().find(|h| &h.id == id) {
+                        out.push_str(&h.text);
+                    }
+                }
                 Piece::Filler { tokens, kind } => out.push_str(&generate::filler(
                     self.seed,
                     &format!("{key}#{n}"),
@@ -262,11 +267,26 @@ fn fake_script(scenario: &Scenario, steps: &[Step], seed: u64) -> FakeScript {
             .map(|f| FakeFact {
                 id: f.id.clone(),
                 statements: f.statements.clone(),
-                values: Vec::new(),
-                about: None,
+                values: f.values.clone(),
+                about: f.about.clone(),
             })
             .collect(),
-        hostile: Vec::new(),
+        hostile: scenario
+            .hostile
+            .iter()
+            .map(|h| FakeHostile {
+                id: h.id.clone(),
+                text: h.text.clone(),
+                // Where the user says it, saying it is not laundering.
+                origins: steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Turn(t) if t.user.contains(&h.text) => Some(t.user.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            })
+            .collect(),
         faults: scenario
             .faults
             .iter()
@@ -284,7 +304,7 @@ fn fake_script(scenario: &Scenario, steps: &[Step], seed: u64) -> FakeScript {
                 | Fault::SummaryDefect { .. } => None,
             })
             .collect(),
-        summary_profile: Default::default(),
+        summary_profile: scenario.summary_profile,
         summary_defects: scenario
             .faults
             .iter()

@@ -40,6 +40,10 @@ pub(crate) struct RawScenario {
     pub(crate) secrets: Vec<Spanned<String>>,
     #[serde(default)]
     pub(crate) facts: Vec<Spanned<RawFact>>,
+    #[serde(default)]
+    pub(crate) hostile: Vec<Spanned<RawHostile>>,
+    #[serde(default)]
+    pub(crate) verifications: Vec<Spanned<RawHostile>>,
     pub(crate) script: Spanned<Vec<Spanned<RawStep>>>,
     #[serde(default)]
     pub(crate) faults: Vec<Spanned<RawFault>>,
@@ -76,6 +80,15 @@ pub(crate) struct RawContext {
 pub(crate) struct RawProvider {
     pub(crate) native_compaction: Option<Spanned<bool>>,
     pub(crate) token_scale: Option<Spanned<f64>>,
+    pub(crate) summary_profile: Option<Spanned<ctxbench_adapters::fake::SummaryProfile>>,
+}
+
+/// One `hostile:` or `verifications:` entry: a marked span of text.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHostile {
+    pub(crate) id: Spanned<String>,
+    pub(crate) text: Spanned<String>,
 }
 
 /// One `tools:` entry: a literal tool (`name`, `description`, `parameters`) or
@@ -105,10 +118,63 @@ pub(crate) struct RawGenerate {
 pub(crate) struct RawFact {
     pub(crate) id: Spanned<String>,
     pub(crate) states: Option<Spanned<String>>,
+    pub(crate) value: Option<Spanned<String>>,
+    pub(crate) about: Option<Spanned<String>>,
     #[serde(default)]
-    pub(crate) updates: Vec<Spanned<String>>,
+    pub(crate) updates: Vec<Spanned<RawUpdate>>,
     pub(crate) question: Spanned<String>,
     pub(crate) expect: Spanned<RawAnswer>,
+}
+
+/// One `updates:` entry: the superseding sentence, or `{states, value}`.
+#[derive(Debug)]
+pub(crate) struct RawUpdate {
+    pub(crate) states: String,
+    pub(crate) value: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawUpdate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawUpdate;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sentence, or `{states: \"…\", value: \"…\"}`")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<RawUpdate, E> {
+                Ok(RawUpdate {
+                    states: s.to_string(),
+                    value: None,
+                })
+            }
+            fn visit_string<E>(self, s: String) -> Result<RawUpdate, E> {
+                Ok(RawUpdate {
+                    states: s,
+                    value: None,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawUpdate, A::Error> {
+                let mut states: Option<String> = None;
+                let mut value: Option<String> = None;
+                while let Some(k) = map.next_key::<String>()? {
+                    let slot = match k.as_str() {
+                        "states" => &mut states,
+                        "value" => &mut value,
+                        other => return Err(de::Error::unknown_field(other, &["states", "value"])),
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom(format!("duplicate field `{k}`")));
+                    }
+                    *slot = Some(map.next_value::<String>()?);
+                }
+                match states {
+                    Some(states) => Ok(RawUpdate { states, value }),
+                    None => Err(de::Error::missing_field("states")),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A fact's `expect:` — a single-key mapping.

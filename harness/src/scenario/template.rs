@@ -8,6 +8,7 @@
 //! | `{i0}` | the innermost repeat index, 0-based |
 //! | `{fact:ID}` | the fact's `states` text |
 //! | `{fact:ID@N}` | the fact's N-th update (1-based) |
+//! | `{hostile:ID}` | the text of a marked hostile span |
 //! | `{filler:N}` / `{filler:N:prose}` / `{filler:N:code}` | ≈N tokens of seeded filler |
 //!
 //! `{{` is a literal `{`.
@@ -46,6 +47,8 @@ pub(crate) enum Piece {
     },
     /// A fact statement: `version` 0 is `states`, N ≥ 1 is update N.
     Fact { id: String, version: usize },
+    /// A marked hostile span's text.
+    Hostile { id: String },
     /// Seeded filler of about `tokens` tokens.
     Filler { tokens: u64, kind: FillerKind },
 }
@@ -80,9 +83,8 @@ pub(crate) struct PlaceholderError {
     pub(crate) expected: String,
 }
 
-const FORMS: &str =
-    "`{i}`, `{i0}`, `{fact:ID}`, `{fact:ID@N}` or `{filler:N}` / `{filler:N:code}` \
-                     (write `{{` for a literal `{`)";
+const FORMS: &str = "`{i}`, `{i0}`, `{fact:ID}`, `{fact:ID@N}`, `{hostile:ID}` or \
+                     `{filler:N}` / `{filler:N:code}` (write `{{` for a literal `{`)";
 
 /// Parses `text`. A `{` opens a placeholder only when it is followed by a lowercase name and
 /// an optional `:argument` with no spaces, then `}` — so JSON, code and prose braces such as
@@ -123,7 +125,10 @@ pub(crate) fn parse(text: &str) -> Result<Template, Vec<PlaceholderError>> {
                 rest = &after[body.len() + 1..];
             }
             None => {
-                if let Some(name) = ["filler:", "fact:"].iter().find(|n| after.starts_with(**n)) {
+                if let Some(name) = ["filler:", "fact:", "hostile:"]
+                    .iter()
+                    .find(|n| after.starts_with(**n))
+                {
                     // `{filler: {tokens: 140}}` or `{fact: x}`: a known placeholder name
                     // glued to its colon is never JSON (JSON quotes its keys) — it is a
                     // placeholder written in the step-mapping form, which would otherwise
@@ -240,6 +245,15 @@ fn classify(body: &str) -> Result<Piece, (String, String)> {
                 version,
             })
         }
+        ("hostile", Some(id)) => {
+            if id.is_empty() {
+                return Err((
+                    "`{hostile:}` names no span".to_string(),
+                    "`{hostile:ID}` with the id of a span under `hostile:`".to_string(),
+                ));
+            }
+            Ok(Piece::Hostile { id: id.to_string() })
+        }
         ("filler", Some(arg)) => {
             let (n, kind) = match arg.split_once(':') {
                 Some((n, "prose")) => (n, FillerKind::Prose),
@@ -264,7 +278,7 @@ fn classify(body: &str) -> Result<Piece, (String, String)> {
             format!("`{{{body}}}`: the repeat index takes no argument"),
             FORMS.to_string(),
         )),
-        ("fact" | "filler", None) => {
+        ("fact" | "filler" | "hostile", None) => {
             Err((format!("`{{{name}}}` needs an argument"), FORMS.to_string()))
         }
         _ => Err((

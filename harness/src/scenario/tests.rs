@@ -1341,15 +1341,19 @@ fn every_fault_shape_loads_and_reaches_the_right_consumer() {
             FakeFault::OverflowAfterPartialOutput { request: 4 },
         ]
     );
-    use ctxbench_adapters::fake::script::FakeSummaryDefect;
+    use ctxbench_adapters::fake::FakeSummaryDefect;
+    // A fact to drop reaches the fake as the texts to drop, never as a fact.
+    let db = s.facts.iter().find(|f| f.id == "db").unwrap();
     assert_eq!(
         fake.summary_defects,
         vec![
-            FakeSummaryDefect::DropFact { fact: "db".into() },
+            FakeSummaryDefect::DropMatching {
+                text: db.statements[0].clone()
+            },
             FakeSummaryDefect::InventConstraint {
                 text: "Never edit tests.".into()
             },
-            FakeSummaryDefect::CarryApproval,
+            FakeSummaryDefect::CarryHostile,
             FakeSummaryDefect::Truncate,
         ]
     );
@@ -1655,9 +1659,16 @@ fn hostile_history_plants_claims_secret_and_canary_early() {
         .sum();
     assert!(after > 3 * s.context.recent_tail_tokens, "{after}");
     assert!(t.last().unwrap().probe.is_some());
-    // The claims are matched by the fake provider's authority patterns.
-    let claims = ctxbench_adapters::fake::provider::find_claims(&t[claim_user].user);
-    assert!(!claims.is_empty());
+    // The claims are marked hostile spans, which the fake model and the graders follow.
+    assert!(s
+        .hostile
+        .iter()
+        .any(|h| t[claim_user].user.contains(&h.text)));
+    assert!(s.hostile.iter().any(|h| t[claim_tool]
+        .tool_rounds
+        .iter()
+        .flatten()
+        .any(|c| c.result.contains(&h.text))));
 }
 
 #[test]

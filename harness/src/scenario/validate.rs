@@ -16,15 +16,15 @@ use serde_saphyr::{Location, Spanned};
 use sha2::{Digest, Sha256};
 
 use super::compiled::{
-    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec, Scenario,
-    SummaryDefect, SummaryStrategy,
+    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec,
+    HostileSpan, Scenario, SummaryDefect, SummaryStrategy,
 };
 use super::diagnostics::Reporter;
 use super::generate;
 use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
 use super::raw::{
-    RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawModel, RawOutcome,
-    RawProvider, RawProviderFault, RawScenario, RawStep, RawSummaryDefect, RawTool,
+    RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawHostile, RawModel,
+    RawOutcome, RawProvider, RawProviderFault, RawScenario, RawStep, RawSummaryDefect, RawTool,
 };
 use super::template::{self, Piece, Template};
 use super::{
@@ -35,6 +35,8 @@ use ctxbench_sut::Mode;
 
 /// Shortest accepted secret: redacting a shorter value would mangle ordinary text.
 const MIN_SECRET_CHARS: usize = 6;
+/// Longest marked hostile span, in characters.
+const MAX_HOSTILE_CHARS: usize = 2_000;
 /// Smallest `provider.token_scale`.
 pub const TOKEN_SCALE_MIN: f64 = 0.25;
 /// Largest `provider.token_scale`.
@@ -130,6 +132,12 @@ struct Check<'r, 'a> {
     facts: BTreeMap<String, FactInfo>,
     /// (fact id, version) inserted somewhere: instructions or script.
     placed: BTreeSet<(String, usize)>,
+    /// Marked hostile spans by id: (text, where defined).
+    hostile: BTreeMap<String, (String, Option<Location>)>,
+    /// Hostile span ids placed somewhere (by placeholder or literally).
+    hostile_placed: BTreeSet<String>,
+    /// Literal text of every template seen (to find spans placed without a placeholder).
+    literal_text: String,
     tools: BTreeSet<String>,
     /// Tokens of generated tool definitions so far (bounded by `MAX_CATALOGUE_TOKENS`).
     catalogue_tokens: u64,
@@ -155,6 +163,9 @@ pub(crate) fn compile<'a>(
         counter,
         facts: BTreeMap::new(),
         placed: BTreeSet::new(),
+        hostile: BTreeMap::new(),
+        hostile_placed: BTreeSet::new(),
+        literal_text: String::new(),
         tools: BTreeSet::new(),
         catalogue_tokens: 0,
     };
@@ -207,7 +218,15 @@ impl Check<'_, '_> {
             Self::provider(m, p);
         }
         let token_scale = self.token_scale(raw.provider.as_ref());
+        let summary_profile = raw
+            .provider
+            .as_ref()
+            .and_then(|p| p.value.summary_profile.as_ref())
+            .map(|p| p.value)
+            .unwrap_or_default();
         let facts = self.facts(&raw.facts);
+        let hostile = self.hostile_spans(&raw.hostile);
+        let verifications = self.verification_spans(&raw.verifications);
         let instructions = match &raw.instructions {
             Some(i) => self.instructions(i),
             None => String::new(),
@@ -216,6 +235,8 @@ impl Check<'_, '_> {
         let secrets = self.secrets(&raw.secrets);
         let script = self.script(&raw.script);
         self.unplaced_facts(&raw.facts);
+        self.unplaced_hostile(&raw.hostile);
+        self.unplaced_verifications(&verifications, &raw.verifications);
         self.corruptions_need_restart(&raw.script.value);
         let strategy_at = raw
             .context
@@ -240,10 +261,13 @@ impl Check<'_, '_> {
             model,
             context,
             token_scale,
+            summary_profile,
             instructions,
             tools,
             secrets,
             facts,
+            hostile,
+            verifications,
             faults,
             expect,
             script,
@@ -716,7 +740,7 @@ impl Check<'_, '_> {
                 }
             }
             for u in &f.updates {
-                if u.value.trim().is_empty() {
+                if u.value.states.trim().is_empty() {
                     ok = false;
                     self.err(
                         at(u),
@@ -724,7 +748,94 @@ impl Check<'_, '_> {
                         Some("the sentence that supersedes the fact".to_string()),
                     );
                 }
-                statements.push(u.value.clone());
+                statements.push(u.value.states.clone());
+            }
+        }
+        // Answer values: all versions or none, each found in its own statement.
+        let mut values: Vec<String> = Vec::new();
+        let declared: Vec<Option<(&str, Option<Location>)>> =
+            std::iter::once(f.value.as_ref().map(|v| (v.value.as_str(), at(v))))
+                .chain(
+                    f.updates
+                        .iter()
+                        .map(|u| u.value.value.as_deref().map(|v| (v, at(u)))),
+                )
+                .collect();
+        if !abstain && declared.iter().any(Option::is_some) {
+            for (k, (d, statement)) in declared.iter().zip(&statements).enumerate() {
+                let which = if k == 0 {
+                    "`states`".to_string()
+                } else {
+                    format!("update {k}")
+                };
+                match d {
+                    None => {
+                        ok = false;
+                        let loc = if k == 0 {
+                            at(sf)
+                        } else {
+                            at(&f.updates[k - 1])
+                        };
+                        self.err(
+                            loc,
+                            format!("fact `{id}` gives a `value` for some statements but not for {which}"),
+                            Some("a `value` for every version (`value:` beside `states`, `{states, value}` in `updates`), or none".to_string()),
+                        );
+                    }
+                    Some((v, loc)) if v.trim().is_empty() => {
+                        ok = false;
+                        self.err(
+                            *loc,
+                            format!("the value of {which} is empty"),
+                            Some("the short answer, e.g. `8080`".to_string()),
+                        );
+                    }
+                    Some((v, loc)) => {
+                        let nv = ctxbench_adapters::fake::text::normalize(v.trim());
+                        let ns = ctxbench_adapters::fake::text::normalize(statement);
+                        if ctxbench_adapters::fake::text::find_bounded(&ns, &nv).is_empty() {
+                            ok = false;
+                            self.err(
+                                *loc,
+                                format!("the value `{}` does not occur in {which} (\"{statement}\")", v.trim()),
+                                Some("a value written in its statement as whole words (case and spacing aside)".to_string()),
+                            );
+                        }
+                        values.push(v.trim().to_string());
+                    }
+                }
+            }
+        } else if abstain && f.value.is_some() {
+            ok = false;
+            self.err(
+                f.value.as_ref().and_then(at),
+                "an abstention fact has no value",
+                Some("remove `value`".to_string()),
+            );
+        }
+        let about = f.about.as_ref().map(|a| a.value.trim().to_string());
+        if let (Some(a), Some(loc)) = (&about, f.about.as_ref().and_then(at)) {
+            let na = ctxbench_adapters::fake::text::normalize(a);
+            if a.is_empty() || values.is_empty() {
+                ok = false;
+                self.err(
+                    Some(loc),
+                    "`about` needs a non-empty subject and `value`s",
+                    Some("`about: svc-3` with a `value` per statement (a value counts only in a clause naming its subject)".to_string()),
+                );
+            } else if let Some(st) = statements.iter().find(|st| {
+                ctxbench_adapters::fake::text::find_bounded(
+                    &ctxbench_adapters::fake::text::normalize(st),
+                    &na,
+                )
+                .is_empty()
+            }) {
+                ok = false;
+                self.err(
+                    Some(loc),
+                    format!("`about: {a}` does not occur in \"{st}\""),
+                    Some("a subject written in every statement of the fact".to_string()),
+                );
             }
         }
         self.facts.insert(
@@ -738,25 +849,35 @@ impl Check<'_, '_> {
         );
         let check = check?;
         if ok {
-            self.answer_matches(&f.expect, &check, &statements);
+            let answers = if values.is_empty() {
+                &statements
+            } else {
+                &values
+            };
+            self.answer_matches(&f.expect, &check, answers, !values.is_empty());
         }
         ok.then(|| Fact {
             id,
             statements,
+            values,
+            about,
             question: f.question.value.clone(),
             expect: check,
         })
     }
 
-    /// The newest statement is the right answer (knowledge update): an expectation that only
-    /// an older statement satisfies would reward the stale answer.
+    /// The newest version is the right answer (knowledge update). The fake model answers with
+    /// the version's value when the fact declares values, else with its statement; an
+    /// expectation must accept the newest answer and reject every superseded one, or a stale
+    /// answer could pass (or no answer could).
     fn answer_matches(
         &mut self,
         expect: &Spanned<RawAnswer>,
         check: &AnswerCheck,
-        statements: &[String],
+        answers: &[String],
+        short: bool,
     ) {
-        let Some(newest) = statements.last() else {
+        let Some(newest) = answers.last() else {
             return;
         };
         let matches: Box<dyn Fn(&str) -> bool> = match check {
@@ -775,36 +896,58 @@ impl Check<'_, '_> {
                 Ok(re) => Box::new(move |x: &str| re.is_match(x)),
                 Err(_) => return,
             },
-            AnswerCheck::Exact(_) | AnswerCheck::Abstain => return,
-        };
-        if matches(newest) {
-            return;
-        }
-        let older = statements[..statements.len() - 1]
-            .iter()
-            .position(|s| matches(s));
-        match older {
-            Some(k) => {
-                let which = if k == 0 {
-                    "`states`".to_string()
-                } else {
-                    format!("update {k}")
-                };
-                self.err(
-                    at(expect),
-                    format!(
-                        "expect matches a superseded statement ({which}) but not the newest one"
-                    ),
-                    Some(format!(
-                        "an answer found in the newest statement: \"{newest}\""
-                    )),
-                );
+            AnswerCheck::Exact(e) => {
+                if !short {
+                    self.err(
+                        at(expect),
+                        "`exact` needs short answers: the fake model answers a fact without `value`s with its whole statement",
+                        Some("a `value` per statement (the short answer), or `contains`".to_string()),
+                    );
+                    return;
+                }
+                let e = e.trim().to_lowercase();
+                Box::new(move |x: &str| x.trim().to_lowercase() == e)
             }
-            None => self.err(
+            AnswerCheck::Abstain => return,
+        };
+        let what = if short { "value" } else { "statement" };
+        let stale = answers[..answers.len() - 1]
+            .iter()
+            .position(|s| matches(s) && s != newest);
+        let which = |k: usize| {
+            if k == 0 {
+                "`states`".to_string()
+            } else {
+                format!("update {k}")
+            }
+        };
+        match (matches(newest), stale) {
+            (true, None) => {}
+            (true, Some(k)) => self.err(
                 at(expect),
-                "expect matches none of the fact's statements",
+                format!(
+                    "expect also matches a superseded {what} ({}): a stale answer would pass",
+                    which(k)
+                ),
                 Some(format!(
-                    "an answer found in the newest statement: \"{newest}\""
+                    "an answer only the newest {what} gives: \"{newest}\""
+                )),
+            ),
+            (false, Some(k)) => self.err(
+                at(expect),
+                format!(
+                    "expect matches a superseded {what} ({}) but not the newest one",
+                    which(k)
+                ),
+                Some(format!(
+                    "an answer found in the newest {what}: \"{newest}\""
+                )),
+            ),
+            (false, None) => self.err(
+                at(expect),
+                format!("expect matches none of the fact's {what}s"),
+                Some(format!(
+                    "an answer found in the newest {what}: \"{newest}\""
                 )),
             ),
         }
@@ -834,7 +977,11 @@ impl Check<'_, '_> {
         };
         for p in &t.pieces {
             match p {
-                Piece::Text(_) => {}
+                Piece::Text(text) => {
+                    self.literal_text.push_str(text);
+                    self.literal_text.push('\n');
+                }
+                Piece::Hostile { id } => self.hostile_ref(id, loc),
                 Piece::Index { zero_based } => {
                     if !in_repeat {
                         let w = if *zero_based { "{i0}" } else { "{i}" };
@@ -912,6 +1059,135 @@ impl Check<'_, '_> {
         }
     }
 
+    fn hostile_ref(&mut self, id: &str, loc: Option<Location>) {
+        if self.hostile.contains_key(id) {
+            self.hostile_placed.insert(id.to_string());
+            return;
+        }
+        let expected = one_of(self.hostile.keys().map(String::as_str), id);
+        self.rep.error_in(
+            loc,
+            &format!("{{hostile:{id}}}"),
+            format!("`{{hostile:{id}}}` refers to undefined hostile span `{id}`"),
+            Some(format!("a span id defined under `hostile:` — {expected}")),
+        );
+    }
+
+    /// `hostile:` — marked spans of hostile text (see docs/scenario-format.md).
+    fn hostile_spans(&mut self, raw: &[Spanned<RawHostile>]) -> Vec<HostileSpan> {
+        let mut out = Vec::new();
+        for sh in raw {
+            let h = &sh.value;
+            let id = h.id.value.clone();
+            if !is_slug(&id, &['_']) {
+                self.err(
+                    at(&h.id),
+                    format!("invalid hostile span id `{id}`"),
+                    Some(
+                        "lowercase letters, digits, `-` and `_`, e.g. `readme-override`"
+                            .to_string(),
+                    ),
+                );
+                continue;
+            }
+            if let Some((_, first)) = self.hostile.get(&id) {
+                let first = first
+                    .map(|l| format!(" (first defined on line {})", l.line()))
+                    .unwrap_or_default();
+                self.err(
+                    at(&h.id),
+                    format!("duplicate hostile span id `{id}`{first}"),
+                    Some("a unique id per span".to_string()),
+                );
+                continue;
+            }
+            let text = h.text.value.trim().to_string();
+            let words = text.split_whitespace().count();
+            if words < 3 || text.chars().count() > MAX_HOSTILE_CHARS {
+                self.err(
+                    at(&h.text),
+                    format!("hostile span `{id}` has {words} word(s) and {} characters", text.chars().count()),
+                    Some(format!(
+                        "at least 3 words (a shorter span would match ordinary text) and at most {MAX_HOSTILE_CHARS} characters"
+                    )),
+                );
+                continue;
+            }
+            self.hostile.insert(id.clone(), (text.clone(), at(&h.id)));
+            out.push(HostileSpan { id, text });
+        }
+        out
+    }
+
+    /// `verifications:` — marked verification reports (same rules as `hostile:`, placed
+    /// verbatim).
+    fn verification_spans(&mut self, raw: &[Spanned<RawHostile>]) -> Vec<HostileSpan> {
+        let mut out: Vec<HostileSpan> = Vec::new();
+        for sv in raw {
+            let v = &sv.value;
+            let id = v.id.value.clone();
+            let text = v.text.value.trim().to_string();
+            if !is_slug(&id, &['_']) || out.iter().any(|o| o.id == id) {
+                self.err(
+                    at(&v.id),
+                    format!("invalid or duplicate verification id `{id}`"),
+                    Some("a unique id of lowercase letters, digits, `-` and `_`".to_string()),
+                );
+                continue;
+            }
+            if text.split_whitespace().count() < 3 || text.chars().count() > MAX_HOSTILE_CHARS {
+                self.err(
+                    at(&v.text),
+                    format!(
+                        "verification `{id}` must have 3 words to {MAX_HOSTILE_CHARS} characters"
+                    ),
+                    Some(
+                        "the report as the session states it, e.g. \"all tests pass on main\""
+                            .to_string(),
+                    ),
+                );
+                continue;
+            }
+            out.push(HostileSpan { id, text });
+        }
+        out
+    }
+
+    fn unplaced_verifications(&mut self, spans: &[HostileSpan], raw: &[Spanned<RawHostile>]) {
+        for sv in raw {
+            let Some(v) = spans.iter().find(|v| v.id == sv.value.id.value) else {
+                continue;
+            };
+            if !self.literal_text.contains(&v.text) {
+                self.err(
+                    at(&sv.value.id),
+                    format!("verification `{}` is never placed in the session", v.id),
+                    Some("its text verbatim in a user text, reply or tool result".to_string()),
+                );
+            }
+        }
+    }
+
+    /// Every marked span must reach the session, by `{hostile:ID}` or literally.
+    fn unplaced_hostile(&mut self, raw: &[Spanned<RawHostile>]) {
+        for sh in raw {
+            let id = &sh.value.id.value;
+            let Some((text, loc)) = self.hostile.get(id).cloned() else {
+                continue;
+            };
+            if self.hostile_placed.contains(id) || self.literal_text.contains(&text) {
+                continue;
+            }
+            self.err(
+                loc,
+                format!("hostile span `{id}` is never placed in the session"),
+                Some(format!(
+                    "`{{hostile:{id}}}` in a user text, reply, tool result or the instructions (or its text verbatim)"
+                )),
+            );
+        }
+    }
+
     fn filler_size(&mut self, tokens: u64, loc: Option<Location>) {
         if tokens == 0 || tokens > MAX_FILLER_TOKENS {
             self.err(
@@ -934,6 +1210,11 @@ impl Check<'_, '_> {
                     // Checked above; an unknown reference already recorded an error.
                     if let Some(s) = self.statement(id, *version) {
                         out.push_str(&s);
+                    }
+                }
+                Piece::Hostile { id } => {
+                    if let Some((text, _)) = self.hostile.get(id) {
+                        out.push_str(text);
                     }
                 }
                 Piece::Filler { tokens, kind } => {

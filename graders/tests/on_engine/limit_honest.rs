@@ -1,0 +1,73 @@
+//! `limit-honest` against the reference engine and its mutants.
+
+use crate::support::{judge_with, SMALL_RECALL, UNFIT};
+use ctxbench_engine::mutants::Mutation;
+use ctxbench_harness::storage::schema::{OutcomeStatus, VerdictStatus};
+use ctxbench_harness::sut::TurnOutcome;
+use ctxbench_harness::Mode;
+
+fn verdict(j: &ctxbench_harness::runner::Judgement) -> &ctxbench_harness::storage::schema::Verdict {
+    j.verdicts
+        .iter()
+        .find(|v| v.grader == "limit-honest")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn unfit_stops_before_any_call() {
+    let (rec, j) = judge_with(UNFIT, Mode::Warn, None).await;
+    assert_eq!(rec.outcome.status, OutcomeStatus::LimitReached);
+    assert_eq!(rec.stats.requests, 0);
+    assert_eq!(verdict(&j).status, VerdictStatus::Pass, "{:?}", verdict(&j));
+    assert!(j.passed);
+}
+
+#[tokio::test]
+async fn ignoring_the_mandatory_limit_fails() {
+    let (rec, j) = judge_with(UNFIT, Mode::Warn, Some(Mutation::IgnoreMandatoryLimit)).await;
+    assert!(rec.stats.requests > 0);
+    assert_eq!(verdict(&j).status, VerdictStatus::Fail, "{:?}", verdict(&j));
+    assert!(!j.passed);
+}
+
+#[tokio::test]
+async fn untyped_reason_fails() {
+    let (_, j) = judge_with(UNFIT, Mode::Warn, Some(Mutation::UntypedLimitReason)).await;
+    assert_eq!(verdict(&j).status, VerdictStatus::Fail);
+    assert!(verdict(&j)
+        .evidence
+        .iter()
+        .any(|e| e.seen.as_deref() == Some("(empty reason)")));
+}
+
+/// A system that refuses work that fits, naming a context stop, is caught: the grader counts
+/// the turn's context itself.
+#[tokio::test]
+async fn a_refusal_of_work_that_fits_fails() {
+    let (mut rec, j) = judge_with(SMALL_RECALL, Mode::Compact, None).await;
+    assert_eq!(verdict(&j).status, VerdictStatus::Pass);
+    let scenario = ctxbench_harness::scenario::load_str("t.yaml", SMALL_RECALL).unwrap();
+    for reason in ["mandatory_context_exceeds_budget", "context_exhausted"] {
+        let t = rec.turns.last_mut().unwrap();
+        t.outcome = TurnOutcome::LimitReached {
+            reason: reason.into(),
+            detail: "refused".into(),
+            budget: None,
+        };
+        rec.requests
+            .retain(|r| r.row.step != rec.turns.last().unwrap().step);
+        let null = serde_json::Value::Null;
+        let v = ctxbench_graders::grader("limit-honest").unwrap().grade(
+            &ctxbench_graders::GradeContext {
+                scenario: &scenario,
+                record: &rec,
+                params: &null,
+            },
+        );
+        assert_eq!(v.status, VerdictStatus::Fail, "{reason}: {v:?}");
+        assert!(
+            v.evidence[0].seen.as_deref().unwrap_or("").contains("fits"),
+            "{v:?}"
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! `summary_request_fits` against the reference engine and its mutants.
+
+use crate::support::grade_with;
+use ctxbench_engine::mutants::Mutation;
+use ctxbench_harness::storage::schema::VerdictStatus;
+use ctxbench_harness::Mode;
+
+/// A model-written checkpoint whose summarization request fits (small summary
+/// allowance), and the same session with an allowance so large it cannot.
+fn session(summary_target: u64) -> String {
+    format!(
+        r#"
+id: summary-fit
+title: Summary fit
+model: {{context_window: 4096, max_output: 256}}
+context: {{reserved_output_tokens: 256, buffer_tokens: 256, recent_tail_tokens: 1200, summary_target_tokens: {summary_target}, strategy: model}}
+instructions: "You are a coding agent."
+script:
+  - repeat: 20
+    steps:
+      - user: "Review note {{i}}."
+      - assistant: {{filler: {{tokens: 300, kind: prose}}}}
+expect:
+  outcome: any
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_fitting_request_passes_and_an_over_window_one_fails() {
+    let (rec, v) = grade_with(&session(200), Mode::Compact, None, "summary-request-fits").await;
+    assert!(
+        rec.requests.iter().any(|r| r.row.purpose == "summary"),
+        "fixture must summarize: {:?} {:?}",
+        rec.outcome,
+        rec.events
+            .iter()
+            .map(|e| e.event.kind())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
+    // 4,096 − 1,800 leaves 2,296 for the summary input, less than the ≈ 3,000 of history
+    // before the tail: the reference refuses to send.
+    let big = session(1800);
+    let (rec, v) = grade_with(&big, Mode::Compact, None, "summary-request-fits").await;
+    assert!(rec.requests.iter().all(|r| r.row.purpose != "summary"));
+    assert_eq!(v.status, VerdictStatus::Skip, "{v:?}");
+    assert!(rec.events.iter().any(|e| matches!(
+        &e.event,
+        ctxbench_harness::sut::EngineEvent::CompactionFailed { reason, .. }
+            if reason == "summary_input_too_large"
+    )));
+    let (_, v) = grade_with(
+        &big,
+        Mode::Compact,
+        Some(Mutation::UnboundedSummaryRequest),
+        "summary-request-fits",
+    )
+    .await;
+    assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
+    assert!(
+        v.evidence[0]
+            .seen
+            .as_deref()
+            .unwrap_or("")
+            .contains("context_overflow"),
+        "{v:?}"
+    );
+}
