@@ -290,7 +290,7 @@ fn mutants_are_caught_through_the_external_path_even_as_a_black_box() {
         let o = cmd.output().unwrap();
         let stdout = String::from_utf8_lossy(&o.stdout).to_string();
         assert!(
-            stdout.contains("reference engine: 1 trials, 0 invariant failure(s)"),
+            stdout.contains("system under test: 1 trials, 0 invariant failure(s), 0 errored"),
             "black box {black_box}: {}",
             text(&o)
         );
@@ -338,20 +338,15 @@ fn a_black_box_agent_gets_not_applicable_for_event_graders() {
         for v in t["verdicts"].as_array().unwrap() {
             let g = v["grader"].as_str().unwrap();
             let s = v["status"].as_str().unwrap();
-            if ["typed-reason", "no-thrash", "checkpoint-reuse-valid"].contains(&g) {
+            if ["typed-reason", "checkpoint-reuse-valid"].contains(&g) {
                 assert_eq!(s, "skip", "{id} {g}: {v}");
                 assert!(
                     v["summary"].as_str().unwrap().starts_with("not-applicable"),
                     "{id} {g}: {v}"
                 );
             }
-            if [
-                "tool-pairs",
-                "budget",
-                "instructions-outrank-history",
-                "no-authority-in-checkpoint",
-            ]
-            .contains(&g)
+            if ["tool-pairs", "budget", "instructions-outrank-history", "no-thrash"].contains(&g)
+                || (g == "no-authority-in-checkpoint" && id.starts_with("hostile-history"))
             {
                 assert_eq!(s, "pass", "{id} {g}: {v}");
             }

@@ -19,6 +19,31 @@ use crate::ProviderError;
 /// (harmless to any other server, which ignores unknown headers).
 pub const TRIAL_HEADER: &str = "x-ctxbench-trial";
 
+/// Header with which ctxbench tells its own fake server (`ctxbench serve-fake`) what the
+/// system under test declared about its request format: hex of the JSON
+/// `{"memory": {"open", "close"}, "summary_request": …}` (see [`encode_declaration`]). Sent
+/// only to loopback base URLs.
+pub const DECLARE_HEADER: &str = "x-ctxbench-declare";
+
+/// A declaration as the [`DECLARE_HEADER`] value: hex of `(memory markup, summary marker)`
+/// as JSON, so any bytes travel in a header.
+pub fn encode_declaration(memory: Option<&crate::Markup>, summary_marker: Option<&str>) -> String {
+    let json = serde_json::json!({ "memory": memory, "summary_request": summary_marker });
+    hex::encode(json.to_string())
+}
+
+/// The `(memory markup, summary marker)` a [`DECLARE_HEADER`] value carries, if it parses.
+pub fn decode_declaration(value: &str) -> Option<(Option<crate::Markup>, Option<String>)> {
+    let bytes = hex::decode(value.trim()).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let memory = serde_json::from_value(v.get("memory")?.clone()).ok()?;
+    let marker = v
+        .get("summary_request")
+        .and_then(|m| m.as_str())
+        .map(str::to_string);
+    Some((memory, marker))
+}
+
 /// Why a provider could not be constructed. Never contains a key's value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {

@@ -1,11 +1,7 @@
 //! How ctxbench builds the reference engine: the [`SutFactory`] the binary hands to the
 //! runner, like `--sut exec:…` hands it an external runtime.
 
-use std::path::Path;
-
-use ctxbench_sut::{
-    Corruption, Declaration, EngineError, SutFactory, SutSetup, SystemUnderTest, Variant,
-};
+use ctxbench_sut::{Declaration, EngineError, SutFactory, SutSetup, SystemUnderTest, Variant};
 
 use crate::mutants::Mutation;
 use crate::reference::{EngineConfig, ReferenceEngine};
@@ -42,11 +38,6 @@ impl SutFactory for ReferenceFactory {
             mutation,
         };
         Ok(Box::new(ReferenceEngine::create(config)?))
-    }
-
-    fn corrupt_checkpoint(&self, session_dir: &Path, how: Corruption) -> Result<bool, EngineError> {
-        crate::session::corrupt_checkpoint(session_dir, how)
-            .map_err(|e| EngineError::Session(e.to_string()))
     }
 
     fn variants(&self) -> Vec<Variant> {

@@ -1365,6 +1365,18 @@ impl SystemUnderTest for ReferenceEngine {
     fn transcript_hash(&self) -> String {
         self.session.chain_head().to_hex()
     }
+
+    fn declaration(&self) -> ctxbench_sut::Declaration {
+        crate::markup::declaration()
+    }
+
+    async fn corrupt_checkpoint(
+        &mut self,
+        how: ctxbench_sut::Corruption,
+    ) -> Result<bool, EngineError> {
+        crate::session::corrupt_checkpoint(&self.config.session_dir, how)
+            .map_err(|e| EngineError::Session(e.to_string()))
+    }
 }
 
 #[cfg(test)]

@@ -56,7 +56,9 @@ impl Grader for CheckpointReuseValid {
         for (index, step) in rec.steps.iter().enumerate() {
             let index = index as u64;
             if let Step::CorruptCheckpoint { .. } = step {
-                if let Some(id) = &on_disk {
+                if !rec.corruptions.contains(&index) {
+                    // The system offered no way to damage its checkpoint: nothing to reject.
+                } else if let Some(id) = &on_disk {
                     damaged = Some((index, id.clone()));
                 }
             }

@@ -342,6 +342,7 @@ impl Services {
         &self,
         http: &HttpSpec,
         trial_key: &str,
+        declaration: &ctxbench_sut::Declaration,
     ) -> Result<Box<dyn Provider>, String> {
         let shared = self.http.as_ref().ok_or_else(|| {
             format!(
@@ -350,19 +351,40 @@ impl Services {
             )
         })?;
         let with_key = |e: ctxbench_adapters::transport::ConfigError| e.to_string();
+        // ctxbench's own fake server (loopback) is told what the system under test declared,
+        // as the in-process fake is; a real provider is told nothing.
+        let declare = http
+            .base_url
+            .as_deref()
+            .is_some_and(is_loopback)
+            .then(|| {
+                ctxbench_adapters::transport::encode_declaration(
+                    declaration.memory.as_ref(),
+                    declaration.summary_request.as_deref(),
+                )
+            });
         Ok(match &shared.base {
-            HttpBase::OpenAi(p) => Box::new(Resilient::new(
-                p.clone().with_trial_key(trial_key).map_err(with_key)?,
-                shared.policy.clone(),
-                shared.limiter.clone(),
-            )),
-            HttpBase::Anthropic(p) => Box::new(Resilient::new(
-                p.clone()
+            HttpBase::OpenAi(p) => {
+                let mut p = p.clone().with_trial_key(trial_key).map_err(with_key)?;
+                if let Some(d) = &declare {
+                    p = p
+                        .with_header(ctxbench_adapters::transport::DECLARE_HEADER, d)
+                        .map_err(with_key)?;
+                }
+                Box::new(Resilient::new(p, shared.policy.clone(), shared.limiter.clone()))
+            }
+            HttpBase::Anthropic(p) => {
+                let mut p = p
+                    .clone()
                     .with_header(ctxbench_adapters::transport::TRIAL_HEADER, trial_key)
-                    .map_err(with_key)?,
-                shared.policy.clone(),
-                shared.limiter.clone(),
-            )),
+                    .map_err(with_key)?;
+                if let Some(d) = &declare {
+                    p = p
+                        .with_header(ctxbench_adapters::transport::DECLARE_HEADER, d)
+                        .map_err(with_key)?;
+                }
+                Box::new(Resilient::new(p, shared.policy.clone(), shared.limiter.clone()))
+            }
         })
     }
 }

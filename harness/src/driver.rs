@@ -391,7 +391,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         ProviderSpec::Http(_) if replaying => Box::new(Unreachable),
         ProviderSpec::Http(http) => {
             let key = crate::connect::trial_key(&scenario.id, seed, spec.mode, spec.trial);
-            match spec.services.http_provider(http, &key) {
+            match spec.services.http_provider(http, &key, &declaration) {
                 Ok(p) => p,
                 Err(e) => {
                     infra_error = Some((0, e));
@@ -412,6 +412,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let mut turns = Vec::new();
     let mut executions = Vec::new();
     let mut compactions: Vec<CompactionRecord> = Vec::new();
+    let mut corruptions: Vec<u64> = Vec::new();
 
     let instructions_path = workdir.join("AGENTS.md");
     let config = SutSetup {
@@ -602,17 +603,17 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                     });
                 }
                 Step::CorruptCheckpoint { how } => {
-                    let session = workdir.join("session");
-                    // Only a system whose storage format ctxbench knows (an in-process one,
-                    // through its factory) can have its checkpoint damaged. For an external
-                    // runtime the step does nothing, and the graders that judge checkpoint
-                    // reuse say not-applicable for lack of events anyway.
-                    let Some(factory) = spec.services.sut.factory() else {
-                        continue;
-                    };
-                    if let Err(e) = factory.corrupt_checkpoint(&session, *how) {
-                        infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
-                        break;
+                    // The system damages its own stored checkpoint (a test hook: ctxbench does
+                    // not know any system's storage format). A system without the hook, or
+                    // without a checkpoint, is left alone, and the record says so.
+                    match engine.corrupt_checkpoint(*how).await {
+                        Ok(true) => corruptions.push(index),
+                        Ok(false) => {}
+                        Err(e) => {
+                            infra_error =
+                                Some((index, format!("corrupting the checkpoint: {e}")));
+                            break;
+                        }
                     }
                 }
                 Step::EditInstructions { text } => {
@@ -676,6 +677,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         started_at,
         t0.elapsed().as_millis() as u64,
     );
+    record.corruptions = corruptions;
     // What the retry layer absorbed (HTTP providers only): infrastructure trouble is
     // counted apart from model failures, even when every retry succeeded.
     record.stats.infrastructure = provider.resilience_stats();
@@ -1100,6 +1102,7 @@ fn assemble(
         started_at,
         elapsed_ms,
         declaration: declaration.clone(),
+        corruptions: Vec::new(),
     }
 }
 

@@ -121,6 +121,9 @@ pub struct TrialRecord {
     /// What the system under test declared about its request format (how graders find its
     /// memory and summarization requests).
     pub declaration: ctxbench_sut::Declaration,
+    /// Steps whose `corrupt_checkpoint` actually damaged a stored checkpoint (a system
+    /// without the test hook, or without a checkpoint yet, is left alone).
+    pub corruptions: Vec<u64>,
 }
 
 impl TrialRecord {

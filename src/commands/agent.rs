@@ -193,6 +193,7 @@ async fn serve() -> anyhow::Result<()> {
                             // Like any runtime, it declares its memory markup and summary
                             // marker; a black-box run declares nothing.
                             declares: (!black_box()).then(|| ReferenceFactory.declaration()),
+                            test_hooks: vec!["corrupt_checkpoint".into()],
                         });
                     }
                     Err(message) => {
@@ -274,6 +275,16 @@ async fn serve() -> anyhow::Result<()> {
                 }
             }
             (ToAgent::InstructionsEdited { .. }, Some(_)) => send(&FromAgent::Ack { id }),
+            (ToAgent::CorruptCheckpoint { how, .. }, Some(s)) => {
+                match s.engine.corrupt_checkpoint(how).await {
+                    Ok(_) => send(&FromAgent::Ack { id }),
+                    Err(e) => send(&FromAgent::Error {
+                        id: Some(id),
+                        message: format!("corrupting the checkpoint: {e}"),
+                        fatal: true,
+                    }),
+                }
+            }
         }
     }
     Ok(())

@@ -121,6 +121,13 @@ pub trait SystemUnderTest: Send {
     fn failure(&self) -> Option<(String, String)> {
         None
     }
+    /// Damage the checkpoint the system persisted (the recovery scenario's fault; a test
+    /// hook): `Ok(true)` when something was damaged, `Ok(false)` when the system has no
+    /// checkpoint to damage or offers no such hook. Default: `Ok(false)`.
+    async fn corrupt_checkpoint(&mut self, how: Corruption) -> Result<bool, EngineError> {
+        let _ = how;
+        Ok(false)
+    }
     /// What the system declares about its request format (see [`Declaration`]).
     fn declaration(&self) -> Declaration {
         Declaration::default()
@@ -151,9 +158,6 @@ pub trait SutFactory: Send + Sync {
     fn declaration(&self) -> Declaration;
     /// A system for one trial.
     fn create(&self, setup: SutSetup) -> Result<Box<dyn SystemUnderTest>, EngineError>;
-    /// Damage the checkpoint the system persisted under `session_dir` (the recovery
-    /// scenario's fault). `Ok(false)` when there is none to damage.
-    fn corrupt_checkpoint(&self, session_dir: &Path, how: Corruption) -> Result<bool, EngineError>;
     /// Its deliberately broken variants (for `selftest`); empty when it has none.
     fn variants(&self) -> Vec<Variant> {
         Vec::new()

@@ -14,15 +14,18 @@
 //! every other non-system message (and any memory in the request) is the **material**.
 //!
 //! **Units.** The material is split into lines, then sentences (at `.`, `!`, `?` before
-//! whitespace). Units longer than [`UNIT_MAX_CHARS`] are cut at a word boundary; exact
-//! repeats keep their newest occurrence.
+//! whitespace). Units longer than [`UNIT_MAX_CHARS`] are cut at a word boundary. Repeats —
+//! exact, or the same sentence with other numbers ("refactor module 3", "refactor module
+//! 4") — keep only their newest occurrence, as a model collapses a repeated request.
 //!
 //! **Salience** (higher is kept first): the role of the message it came from (user 3,
-//! assistant or system 2, tool 1); +3 when it reads as a constraint, decision or task
-//! ([`CUES`]); +1 each for a number, an identifier (`snake_case`, `kebab-case`, `a::b`,
-//! `x=y`, `camelCase`) and a path (`a/b`, `name.ext`); up to +2 for recency (position in
-//! the material); −1 over 200 characters. Ties break by a seeded hash of the unit, so the
-//! same request and seed give the same summary.
+//! assistant or system 2, tool 1); +4 when it reads as a constraint, decision or ownership
+//! ([`CUES`]), else +1 when it reads as a task or outcome ([`WEAK_CUES`]); +1 each for a number, an identifier (`snake_case`, `kebab-case`, `a::b`,
+//! `x=y`, `camelCase`) and a path (`a/b`, `name.ext`); up to +1.5 for recency (position in
+//! the material) and +1 in the first tenth (a model remembers how a conversation began);
+//! −4 when it reads as code (more than [`CODE_SYMBOL_SHARE`] of its characters are code
+//! punctuation: a summary says what was done, not the code); −1 over 200 characters. Ties
+//! break by a seeded hash of the unit, so the same request and seed give the same summary.
 //!
 //! **Size.** Units are taken by salience while the rendered summary (a title line, then
 //! one `- ` line per unit, in source order, each ending as a sentence) fits the request's
@@ -46,14 +49,22 @@ pub const SUMMARY_TITLE: &str = "Summary of the earlier conversation:";
 /// Longest unit quoted, in characters (longer ones are cut at a word boundary).
 pub const UNIT_MAX_CHARS: usize = 300;
 
-/// Words that make a unit read as a constraint, decision or task (+3 salience). Generic
-/// English; not shared with any engine.
+/// Words that make a unit read as a constraint, decision or ownership (+4 salience).
+/// Generic English; not shared with any engine.
 pub const CUES: &[&str] = &[
-    "must", "never", "always", "should", "shall", "required", "requires", "require", "only", "not",
-    "don't", "avoid", "prefer", "decided", "decision", "chose", "agreed", "use", "uses", "instead",
-    "next", "todo", "plan", "goal", "task", "deadline", "owner", "owns", "approve", "approves",
-    "fix", "fixed", "failed", "fails", "passed", "passes", "error", "set", "keep",
+    "must", "never", "always", "shall", "required", "requires", "require", "mandatory",
+    "forbidden", "don't", "cannot", "decided", "decision", "chose", "agreed", "deadline",
+    "owner", "owns", "approve", "approves", "approval", "policy", "rule", "constraint",
 ];
+
+/// Words that make a unit read as a task or an outcome (+1 salience).
+pub const WEAK_CUES: &[&str] = &[
+    "should", "only", "not", "avoid", "prefer", "use", "uses", "instead", "next", "todo", "plan",
+    "goal", "task", "fix", "fixed", "failed", "fails", "passed", "passes", "error", "keep",
+];
+
+/// Share of code punctuation (`{}();=<>&|[]`) above which a unit reads as code.
+pub const CODE_SYMBOL_SHARE: f64 = 0.05;
 
 /// Words that mark a summarization request when no marker is declared.
 pub const SUMMARY_WORDS: &[&str] = &["summarize", "summarise", "summary", "compact", "condense"];
@@ -273,7 +284,14 @@ fn salience(unit: &Unit, index: usize, total: usize, seed: u64) -> f64 {
     };
     let mut score = role;
     if contains_word(&unit.text, CUES) {
-        score += 3.0;
+        score += 4.0;
+    } else if contains_word(&unit.text, WEAK_CUES) {
+        score += 1.0;
+    }
+    let chars = unit.text.chars().count().max(1) as f64;
+    let symbols = unit.text.chars().filter(|c| "{}();=<>&|[]".contains(*c)).count() as f64;
+    if symbols / chars > CODE_SYMBOL_SHARE {
+        score -= 4.0;
     }
     if unit.text.chars().any(|c| c.is_ascii_digit()) {
         score += 1.0;
@@ -285,7 +303,10 @@ fn salience(unit: &Unit, index: usize, total: usize, seed: u64) -> f64 {
         score += 1.0;
     }
     if total > 1 {
-        score += 2.0 * index as f64 / (total - 1) as f64;
+        score += 1.5 * index as f64 / (total - 1) as f64;
+    }
+    if (index as f64) < total as f64 / 10.0 {
+        score += 1.0;
     }
     if unit.text.chars().count() > 200 {
         score -= 1.0;
@@ -430,11 +451,15 @@ pub fn build_summary(
             }
         }
     }
-    // Exact repeats: keep the newest.
+    // Repeats, numbers aside: keep the newest.
     let mut seen = std::collections::HashSet::new();
     let mut keep = vec![false; units.len()];
     for (i, u) in units.iter().enumerate().rev() {
-        keep[i] = seen.insert(normalize(&u.text));
+        let shape: String = normalize(&u.text)
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect();
+        keep[i] = seen.insert(shape);
     }
     let units: Vec<Unit> = units
         .into_iter()

@@ -610,10 +610,21 @@ async fn complete(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, BoxError> {
     let wire = endpoint.wire();
+    // What the system under test declared, when ctxbench's own client says so.
+    let declared = req
+        .headers()
+        .get(crate::transport::DECLARE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let (parsed, trial) = match admit(&shared, &key, endpoint, req).await {
         Ok(admitted) => admitted,
         Err(rejected) => return Ok(rejected),
     };
+    if let (Some(fake), Some(declared)) = (trial.backend.as_fake(), declared.as_deref()) {
+        if let Some((memory, marker)) = crate::transport::decode_declaration(declared) {
+            fake.declare(memory, marker);
+        }
+    }
     let n = trial.http_requests.fetch_add(1, Ordering::SeqCst) + 1;
     if let Some(fault) = shared.config.faults.pick(&key, n, &trial.faults) {
         shared.faults_injected.fetch_add(1, Ordering::SeqCst);

@@ -158,6 +158,7 @@ pub struct ExternalSut {
     transcript_hash: String,
     notes: Vec<String>,
     declaration: ctxbench_sut::Declaration,
+    test_hooks: Vec<String>,
 }
 
 impl std::fmt::Debug for ExternalSut {
@@ -189,14 +190,17 @@ impl ExternalSut {
             })
             .await;
         let declaration;
+        let hooks;
         let name = match reply {
             Ok(FromAgent::Ready {
                 protocol,
                 agent: n,
                 declares,
+                test_hooks,
                 ..
             }) => {
                 declaration = declares.unwrap_or_default();
+                hooks = test_hooks;
                 if protocol != PROTOCOL_VERSION {
                     agent.close(Duration::from_millis(200)).await;
                     return Err(AgentError::VersionMismatch {
@@ -230,6 +234,7 @@ impl ExternalSut {
             transcript_hash: String::new(),
             notes,
             declaration,
+            test_hooks: hooks,
         })
     }
 
@@ -403,6 +408,22 @@ impl SystemUnderTest for ExternalSut {
 
     fn declaration(&self) -> ctxbench_sut::Declaration {
         self.declaration.clone()
+    }
+
+    async fn corrupt_checkpoint(
+        &mut self,
+        how: ctxbench_sut::Corruption,
+    ) -> Result<bool, EngineError> {
+        if !self.test_hooks.iter().any(|h| h == "corrupt_checkpoint") {
+            return Ok(false);
+        }
+        let id = self.next_id();
+        let msg = ToAgent::CorruptCheckpoint {
+            id,
+            step: self.step,
+            how,
+        };
+        self.ack(msg, "corrupt_checkpoint").await.map(|()| true)
     }
 }
 

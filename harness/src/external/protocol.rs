@@ -129,6 +129,17 @@ pub enum ToAgent {
         /// The file.
         path: PathBuf,
     },
+    /// Test-only (sent only to an agent whose `ready` lists `corrupt_checkpoint` in
+    /// `test_hooks`): damage the checkpoint it persisted, as the recovery scenario's fault;
+    /// answered by `ack`. The next `restart` must reject it.
+    CorruptCheckpoint {
+        /// Request id.
+        id: u64,
+        /// Script step.
+        step: u64,
+        /// How.
+        how: ctxbench_sut::Corruption,
+    },
     /// A manual `/compact`; answered by `compact_complete`.
     Compact {
         /// Request id.
@@ -153,6 +164,7 @@ impl ToAgent {
             ToAgent::UserTurn { id, .. }
             | ToAgent::Restart { id, .. }
             | ToAgent::InstructionsEdited { id, .. }
+            | ToAgent::CorruptCheckpoint { id, .. }
             | ToAgent::Compact { id, .. }
             | ToAgent::Shutdown { id } => *id,
         }
@@ -165,6 +177,7 @@ impl ToAgent {
             ToAgent::UserTurn { .. } => "user_turn",
             ToAgent::Restart { .. } => "restart",
             ToAgent::InstructionsEdited { .. } => "instructions_edited",
+            ToAgent::CorruptCheckpoint { .. } => "corrupt_checkpoint",
             ToAgent::Compact { .. } => "compact",
             ToAgent::Shutdown { .. } => "shutdown",
         }
@@ -188,6 +201,10 @@ pub enum FromAgent {
         /// summary-request marker). Absent: ctxbench applies the documented default rules.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         declares: Option<ctxbench_sut::Declaration>,
+        /// Test-only messages the agent accepts (`corrupt_checkpoint`); a real runtime's
+        /// adapter lists none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        test_hooks: Vec<String>,
     },
     /// Reply to `user_turn`.
     TurnComplete {
