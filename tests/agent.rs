@@ -345,7 +345,13 @@ fn a_black_box_agent_gets_not_applicable_for_event_graders() {
                     "{id} {g}: {v}"
                 );
             }
-            if ["tool-pairs", "budget", "instructions-outrank-history", "no-thrash"].contains(&g)
+            if [
+                "tool-pairs",
+                "budget",
+                "instructions-outrank-history",
+                "no-thrash",
+            ]
+            .contains(&g)
                 || (g == "no-authority-in-checkpoint" && id.starts_with("hostile-history"))
             {
                 assert_eq!(s, "pass", "{id} {g}: {v}");

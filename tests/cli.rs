@@ -244,7 +244,10 @@ fn selftest_catches_every_mutant_on_the_builtin_suite() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(stdout.contains("system under test: "), "{stdout}");
-    assert!(stdout.contains(", 0 invariant failure(s), 0 errored"), "{stdout}");
+    assert!(
+        stdout.contains(", 0 invariant failure(s), 0 errored"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("NOT CAUGHT"), "{stdout}");
     // Every variant is caught by a grader it declares, not by a crash or another grader.
     assert!(

@@ -25,6 +25,7 @@
 //! | [`recap_not_empty`] | no request silently drops every earlier turn (seed 004 oversized newest turn) |
 //! | [`archive_refs`] | an `archive://` reference seen in a tool result stays in every later request (seed 004 P1) |
 //! | [`no_invented_constraints`] | no rule the model's summaries invented reaches a later request |
+//! | [`script_adherence`] | the fake model stayed on script: the user's messages arrived, no improvised reply, every scripted tool call of a completed turn played |
 //! | [`summary_request_fits`] | no summarization request is sent that cannot fit the window (claude-code #9400, #23047) |
 //!
 //! Every grader is proven able to fail by a deliberately broken engine variant
@@ -45,6 +46,7 @@ pub mod opaque_hashed;
 pub mod overflow_no_duplicate;
 pub mod recall;
 pub mod recap_not_empty;
+pub mod script_adherence;
 pub mod secrets_redacted;
 pub mod summary_request_fits;
 pub mod tool_pairs;
@@ -96,6 +98,7 @@ pub const GRADER_NAMES: &[&str] = &[
     "summary-request-fits",
     "verification-historical",
     "opaque-items-hashed",
+    "script-adherence",
 ];
 
 /// The grader with this name.
@@ -121,6 +124,7 @@ pub fn grader(name: &str) -> Option<Box<dyn Grader>> {
         "no-invented-constraints" => Some(Box::new(no_invented_constraints::NoInventedConstraints)),
         "summary-request-fits" => Some(Box::new(summary_request_fits::SummaryRequestFits)),
         "opaque-items-hashed" => Some(Box::new(opaque_hashed::OpaqueItemsHashed)),
+        "script-adherence" => Some(Box::new(script_adherence::ScriptAdherence)),
         "verification-historical" => {
             Some(Box::new(verification_historical::VerificationHistorical))
         }

@@ -353,16 +353,12 @@ impl Services {
         let with_key = |e: ctxbench_adapters::transport::ConfigError| e.to_string();
         // ctxbench's own fake server (loopback) is told what the system under test declared,
         // as the in-process fake is; a real provider is told nothing.
-        let declare = http
-            .base_url
-            .as_deref()
-            .is_some_and(is_loopback)
-            .then(|| {
-                ctxbench_adapters::transport::encode_declaration(
-                    declaration.memory.as_ref(),
-                    declaration.summary_request.as_deref(),
-                )
-            });
+        let declare = http.base_url.as_deref().is_some_and(is_loopback).then(|| {
+            ctxbench_adapters::transport::encode_declaration(
+                declaration.memory.as_ref(),
+                declaration.summary_request.as_deref(),
+            )
+        });
         Ok(match &shared.base {
             HttpBase::OpenAi(p) => {
                 let mut p = p.clone().with_trial_key(trial_key).map_err(with_key)?;
@@ -371,7 +367,11 @@ impl Services {
                         .with_header(ctxbench_adapters::transport::DECLARE_HEADER, d)
                         .map_err(with_key)?;
                 }
-                Box::new(Resilient::new(p, shared.policy.clone(), shared.limiter.clone()))
+                Box::new(Resilient::new(
+                    p,
+                    shared.policy.clone(),
+                    shared.limiter.clone(),
+                ))
             }
             HttpBase::Anthropic(p) => {
                 let mut p = p
@@ -383,7 +383,11 @@ impl Services {
                         .with_header(ctxbench_adapters::transport::DECLARE_HEADER, d)
                         .map_err(with_key)?;
                 }
-                Box::new(Resilient::new(p, shared.policy.clone(), shared.limiter.clone()))
+                Box::new(Resilient::new(
+                    p,
+                    shared.policy.clone(),
+                    shared.limiter.clone(),
+                ))
             }
         })
     }

@@ -610,8 +610,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         Ok(true) => corruptions.push(index),
                         Ok(false) => {}
                         Err(e) => {
-                            infra_error =
-                                Some((index, format!("corrupting the checkpoint: {e}")));
+                            infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
                             break;
                         }
                     }

@@ -73,12 +73,15 @@ pub struct Segment<'a> {
     pub text: &'a str,
 }
 
+/// Pieces of a text with their byte offsets.
+type Pieces<'a> = Vec<(usize, &'a str)>;
+
 /// Split `text` at `open … close` blocks: `(outside, inside)` pieces with their offsets.
 fn split_blocks<'a>(
     text: &'a str,
     open: &str,
     close: &str,
-) -> (Vec<(usize, &'a str)>, Vec<(usize, &'a str)>) {
+) -> (Pieces<'a>, Pieces<'a>) {
     let mut outside = Vec::new();
     let mut inside = Vec::new();
     let mut pos = 0;
@@ -114,7 +117,7 @@ fn split_instructions<'a>(
     offset: usize,
     text: &'a str,
     instructions: &[String],
-) -> (Vec<(usize, &'a str)>, Vec<(usize, &'a str)>) {
+) -> (Pieces<'a>, Pieces<'a>) {
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for version in instructions {
         let v = version.trim();

@@ -91,6 +91,7 @@ pub const KNOWN_GRADERS: &[&str] = &[
     "summary-request-fits",
     "verification-historical",
     "opaque-items-hashed",
+    "script-adherence",
 ];
 
 /// Graders applied when `expect.graders` is omitted.

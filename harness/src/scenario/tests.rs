@@ -239,6 +239,12 @@ fn docs_example_loads_and_reference_covers_every_key() {
         "{i0}",
         "{fact:ID}",
         "{fact:ID@N}",
+        "{hostile:ID}",
+        "hostile",
+        "verifications",
+        "value",
+        "about",
+        "summary_profile",
         "{filler:N}",
         "{{",
     ] {
