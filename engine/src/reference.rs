@@ -36,7 +36,7 @@ use super::projection::{project, Projection, ProjectionInput};
 use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
 use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
-use super::summarize::{Summarizer, SummaryContent, SummaryRequest};
+use super::summarize::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
 use super::tool_projection::project_tool_outputs;
 use crate::budget::BudgetBreakdown;
 use crate::instructions::InstructionSnapshot;
@@ -51,6 +51,10 @@ use ctxbench_sut::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo
 /// Upper bound on model requests within one run: a model that keeps calling tools cannot
 /// loop forever.
 pub const MAX_ROUNDS_PER_TURN: u64 = 64;
+
+/// Most summarizer calls one staged summarization makes (each stage, and each back-down to a
+/// smaller prefix, is one call).
+pub const MAX_SUMMARY_STAGES: usize = 8;
 
 /// Reason of a stop when compaction cannot bring the request under budget.
 pub use ctxbench_sut::reasons::CONTEXT_EXHAUSTED as REASON_EXHAUSTED;
@@ -577,6 +581,101 @@ impl ReferenceEngine {
         outcome
     }
 
+    /// Summarize `entries[covered..tail_start]` rolling `previous`, in stages when the whole
+    /// span is too large for one summarization request (seed 004: back down to a smaller
+    /// completed prefix): the oldest part that fits — halving at turn boundaries — is
+    /// summarized first, and each later part rolls the stage before it. At most
+    /// [`MAX_SUMMARY_STAGES`] requests; the last stage's result is the checkpoint's content.
+    async fn summarize_staged(
+        &self,
+        previous: Option<&Checkpoint>,
+        entries: &[Entry],
+        covered: usize,
+        tail_start: usize,
+        boundaries: &[usize],
+        provider: &dyn Provider,
+    ) -> Result<SummaryResult, SummarizeError> {
+        let no_redaction = Redactor::default();
+        let redactor = if self.config.mutation == Some(Mutation::LeakSecret) {
+            &no_redaction
+        } else {
+            &self.redactor
+        };
+        let mut staged: Option<Checkpoint> = previous.cloned();
+        let mut start = covered;
+        let mut calls = 0usize;
+        loop {
+            let mut end = tail_start;
+            let result = loop {
+                let numbers = turn_numbers(self.session.turns(), start, end);
+                calls += 1;
+                let r = self
+                    .summarizer
+                    .summarize(
+                        SummaryRequest {
+                            previous: staged.as_ref(),
+                            covered: &entries[start..end],
+                            first_index: start,
+                            turn_numbers: &numbers,
+                            target_tokens: self.config.context.summary_target_tokens,
+                            redactor,
+                            estimator: &self.estimator,
+                            model: &self.config.model.model,
+                        },
+                        provider,
+                    )
+                    .await;
+                // Too large: the turn boundary nearest the middle of what is left.
+                let smaller = boundaries
+                    .iter()
+                    .copied()
+                    .filter(|&b| b > start && b < end)
+                    .min_by_key(|&b| b.abs_diff(start + (end - start) / 2));
+                match (r, smaller) {
+                    (Err(SummarizeError::InputTooLarge(_)), Some(b))
+                        if calls < MAX_SUMMARY_STAGES =>
+                    {
+                        end = b
+                    }
+                    (r, _) => break r?,
+                }
+            };
+            if end >= tail_start || calls >= MAX_SUMMARY_STAGES {
+                if end < tail_start {
+                    return Err(SummarizeError::InputTooLarge(format!(
+                        "{MAX_SUMMARY_STAGES} staged summarization requests covered messages \
+                         {covered}–{end} of {covered}–{tail_start}"
+                    )));
+                }
+                return Ok(result);
+            }
+            // A stage: what the next part rolls up (never persisted).
+            let (summary, opaque_item) = match result.content {
+                SummaryContent::Text(t) => (Some(t), None),
+                SummaryContent::Opaque(o) => (None, Some(o)),
+            };
+            staged = Some(Checkpoint {
+                schema_version: CHECKPOINT_SCHEMA_VERSION,
+                id: format!("stage-{end}"),
+                strategy: self.summarizer.strategy(),
+                summarized_through: end - 1,
+                source_hash: range_hash(&entries[..end]),
+                retained_tail_start: end,
+                retained_tail_end: tail_start,
+                retained_tail_hash: String::new(),
+                summary,
+                opaque_item,
+                compaction_model_id: result.model_id.clone(),
+                estimated_tokens: 0,
+                source_message_count: end,
+                created_at: String::new(),
+                safety_labels: Vec::new(),
+                previous_id: previous.map(|p| p.id.clone()),
+            });
+            start = end;
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn transaction_inner(
         &mut self,
@@ -675,26 +774,14 @@ impl ReferenceEngine {
                     ),
                 };
             }
-            let numbers = turn_numbers(self.session.turns(), covered, tail_start);
-            let no_redaction = Redactor::default();
-            let redactor = if self.config.mutation == Some(Mutation::LeakSecret) {
-                &no_redaction
-            } else {
-                &self.redactor
-            };
+            let boundaries: Vec<usize> = spans.iter().map(|&(_, e)| e).collect();
             let result = self
-                .summarizer
-                .summarize(
-                    SummaryRequest {
-                        previous: previous.as_ref(),
-                        covered: &entries[covered..tail_start],
-                        first_index: covered,
-                        turn_numbers: &numbers,
-                        target_tokens: self.config.context.summary_target_tokens,
-                        redactor,
-                        estimator: &self.estimator,
-                        model: &self.config.model.model,
-                    },
+                .summarize_staged(
+                    previous.as_ref(),
+                    &entries,
+                    covered,
+                    tail_start,
+                    &boundaries,
                     provider,
                 )
                 .await;

@@ -77,11 +77,7 @@ pub struct Segment<'a> {
 type Pieces<'a> = Vec<(usize, &'a str)>;
 
 /// Split `text` at `open … close` blocks: `(outside, inside)` pieces with their offsets.
-fn split_blocks<'a>(
-    text: &'a str,
-    open: &str,
-    close: &str,
-) -> (Pieces<'a>, Pieces<'a>) {
+fn split_blocks<'a>(text: &'a str, open: &str, close: &str) -> (Pieces<'a>, Pieces<'a>) {
     let mut outside = Vec::new();
     let mut inside = Vec::new();
     let mut pos = 0;

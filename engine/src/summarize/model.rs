@@ -86,11 +86,10 @@ pub fn summary_prompt(target_tokens: u64) -> String {
 /// not fit is refused before it is sent ([`SummarizeError::InputTooLarge`], reason
 /// `summary_input_too_large`; a provider overflow maps to the same error).
 ///
-/// What the compaction transaction does with that error today: it fails the compaction at
-/// once with that reason (no other candidate is tried — and its candidates only ever
-/// summarize *more*, so none would fit better); an automatic compaction then stops the turn
-/// with `limit_reached / summary_input_too_large` before any turn request is sent. Seed 004's
-/// "back down to a smaller prefix" is not implemented (scenario `summary-request-overflow`).
+/// What the compaction transaction does with that error: it backs down to a smaller
+/// completed prefix and summarizes in stages, each rolling the one before (seed 004;
+/// `crate::reference`, scenario `summary-request-overflow`); only when no turn boundary is
+/// left to split at does the compaction fail with that reason.
 /// The estimate is the raw estimator's: the engine's learned calibration is not applied here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelSummarizer {

@@ -40,16 +40,17 @@ async fn a_fitting_request_passes_and_an_over_window_one_fails() {
     );
     assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
     // 4,096 − 1,800 leaves 2,296 for the summary input, less than the ≈ 3,000 of history
-    // before the tail: the reference refuses to send.
+    // before the tail: the reference summarizes in stages (a smaller completed prefix
+    // first), and every request it sends fits.
     let big = session(1800);
     let (rec, v) = grade_with(&big, Mode::Compact, None, "summary-request-fits").await;
-    assert!(rec.requests.iter().all(|r| r.row.purpose != "summary"));
-    assert_eq!(v.status, VerdictStatus::Skip, "{v:?}");
-    assert!(rec.events.iter().any(|e| matches!(
-        &e.event,
-        ctxbench_harness::sut::EngineEvent::CompactionFailed { reason, .. }
-            if reason == "summary_input_too_large"
-    )));
+    let staged = rec
+        .requests
+        .iter()
+        .filter(|r| r.row.purpose == "summary")
+        .count();
+    assert!(staged >= 2, "{staged} summarization request(s)");
+    assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
     let (_, v) = grade_with(
         &big,
         Mode::Compact,
