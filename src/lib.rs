@@ -12,6 +12,12 @@ pub mod suite;
 
 use clap::Parser;
 
+/// Untrusted text as printed on a terminal: control characters and bidirectional
+/// overrides spelled out (see [`ctxbench_harness::visible`]).
+pub(crate) fn safe(s: &str) -> std::borrow::Cow<'_, str> {
+    ctxbench_harness::visible::terminal_safe(s)
+}
+
 /// Parse arguments, run the command, map the result to an exit code.
 pub fn main_impl() -> i32 {
     let cli = match cli::Cli::try_parse() {
@@ -33,9 +39,9 @@ pub fn main_impl() -> i32 {
             if is_broken_pipe(&err) {
                 return exit::OK;
             }
-            eprintln!("ctxbench: error: {err}");
+            eprintln!("ctxbench: error: {}", safe(&err.to_string()));
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", safe(&cause.to_string()));
             }
             err.downcast_ref::<exit::Coded>()
                 .map(|c| c.code)

@@ -383,3 +383,66 @@ fn hostile_report_renders_in_a_real_browser_without_running_injected_script() {
         .len();
     assert!(size > 20_000, "screenshot looks blank ({size} bytes)");
 }
+
+/// A scenario title with a right-to-left override and a terminal escape sequence: every
+/// place ctxbench shows it to a person spells both out instead of obeying them.
+#[test]
+fn bidi_overrides_and_escape_sequences_are_shown_not_obeyed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let hostile = SMALL.replace(
+        "title: \"Small <script>",
+        "title: \"invoice\\u202Efdp.exe \\e[2J\\u2067x\\u2069 <script>",
+    );
+    std::fs::write(suite.join("small.yaml"), hostile).unwrap();
+    let suite = suite.to_str().unwrap();
+    let raw = ['\u{202E}', '\u{2067}', '\u{2069}', '\u{1b}'];
+    let listed = ctxbench(tmp.path(), &["list", "--suite", suite]);
+    assert!(listed.status.success(), "{}", text(&listed));
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        stdout.contains("invoice<U+202E>fdp.exe <U+001B>[2J<U+2067>x<U+2069>"),
+        "{stdout}"
+    );
+    let run = ctxbench(
+        tmp.path(),
+        &[
+            "run",
+            "--suite",
+            suite,
+            "--out",
+            "r",
+            "--progress",
+            "plain",
+            "--modes",
+            "warn",
+        ],
+    );
+    assert!(
+        matches!(run.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&run)
+    );
+    let mut shown = vec![("list", text(&listed)), ("run", text(&run))];
+    for f in ["index.html", "summary.md", "junit.xml"] {
+        let page = std::fs::read_to_string(tmp.path().join("r/report").join(f)).unwrap();
+        shown.push((f, page));
+    }
+    for (what, s) in &shown {
+        for c in raw {
+            assert!(!s.contains(c), "{what} shows a raw {c:?}");
+        }
+    }
+    assert!(
+        shown[2].1.contains("invoice&lt;U+202E&gt;fdp.exe"),
+        "{}",
+        shown[2].1
+    );
+    // The data keeps the title as written: only its display is escaped.
+    let manifest = std::fs::read_to_string(tmp.path().join("r/manifest.json")).unwrap();
+    assert!(
+        manifest.contains("\\u202e") || manifest.contains('\u{202E}'),
+        "{manifest}"
+    );
+}

@@ -207,13 +207,14 @@ pub struct ResilienceStats {
     pub attempts: u64,
     /// Retries after a 429.
     pub retries_rate_limited: u64,
-    /// Retries after a 5xx or a failed connection.
+    /// Retries after a 5xx.
     pub retries_server: u64,
     /// Retries after a timeout.
     pub retries_timeout: u64,
     /// Retries after a malformed or truncated body.
     pub retries_malformed: u64,
-    /// Retries after the provider was unavailable (connection refused).
+    /// Retries after the provider was unavailable: the connection was refused, or reset or
+    /// closed before any answer.
     #[serde(default)]
     pub retries_unavailable: u64,
     /// Calls that still failed with an infrastructure error after the last attempt.

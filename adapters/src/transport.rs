@@ -294,10 +294,10 @@ pub(crate) fn redact_error(err: ProviderError, key: Option<&ApiKey>) -> Provider
 
 /// A transport failure as a typed error. A timeout is [`ProviderError::Timeout`]; a body
 /// that broke off or did not decode is [`ProviderError::Malformed`]; a connection that
-/// could not be made is [`ProviderError::Unavailable`]; one that broke while the request was
-/// in flight (reset, closed before an answer) is an infrastructure failure without an HTTP
-/// status, reported as [`ProviderError::Server`] with `status: 0`. The URL is dropped and
-/// the key redacted from the message.
+/// could not be made, or that was reset or closed before any answer arrived, is
+/// [`ProviderError::Unavailable`]: the provider never answered, so there is no status to
+/// blame on its server (a `server` retry means a 5xx it sent). The URL is dropped and the
+/// key redacted from the message.
 pub(crate) fn map_reqwest_error(
     err: reqwest::Error,
     timeout: Duration,
@@ -327,9 +327,8 @@ pub(crate) fn map_reqwest_error(
     } else if err.is_builder() {
         ProviderError::Rejected { status: 0, message }
     } else {
-        ProviderError::Server {
-            status: 0,
-            message: format!("connection failed: {message}"),
+        ProviderError::Unavailable {
+            message: format!("connection reset or closed before an answer: {message}"),
         }
     }
 }
@@ -487,5 +486,55 @@ mod tests {
                 var: var.to_string()
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A loopback server that reads the start of one request and then hangs up without a
+    /// byte of answer: with `reset`, an RST (linger 0); otherwise an orderly close.
+    async fn hang_up(reset: bool) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 16];
+            let _ = stream.read(&mut buf).await;
+            if reset {
+                // Deprecated because a non-zero linger blocks the thread on drop; zero
+                // linger returns at once and is how a peer sends an RST.
+                #[allow(deprecated)]
+                stream.set_linger(Some(Duration::ZERO)).unwrap();
+            }
+            drop(stream);
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reset_or_closed_connection_is_unavailable_not_a_server_error() {
+        for reset in [true, false] {
+            let addr = hang_up(reset).await;
+            let timeout = Duration::from_secs(30);
+            let err = client(timeout)
+                .unwrap()
+                .post(format!("http://{addr}/v1/chat/completions"))
+                .body("{}")
+                .send()
+                .await
+                .unwrap_err();
+            let typed = map_reqwest_error(err, timeout, None);
+            assert_eq!(typed.kind(), "unavailable", "reset={reset}: {typed:?}");
+            assert!(typed.is_infrastructure());
+            assert!(
+                typed.to_string().contains("before an answer"),
+                "reset={reset}: {typed}"
+            );
+        }
     }
 }

@@ -29,6 +29,7 @@ pub mod scenario;
 pub mod seed;
 pub mod selftest;
 pub mod storage;
+pub mod visible;
 
 /// The retry layer's counters, stored per trial ([`storage::schema::TrialStats::infrastructure`]).
 pub use ctxbench_adapters::resilience::ResilienceStats;

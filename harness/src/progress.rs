@@ -75,14 +75,18 @@ impl RunObserver for Progress {
     fn trial_finished(&self, row: &TrialRow, done: u64, total: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(done);
-            bar.set_message(format!("{} {}", row.trial_id, row.outcome.status.as_str()));
+            bar.set_message(format!(
+                "{} {}",
+                crate::visible::terminal_safe(&row.trial_id),
+                row.outcome.status.as_str()
+            ));
         } else if self.plain {
             let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
             if done == total || last.elapsed() >= self.every {
                 *last = Instant::now();
                 eprintln!(
                     "ctxbench: {done}/{total} trials done (last: {} {})",
-                    row.trial_id,
+                    crate::visible::terminal_safe(&row.trial_id),
                     row.outcome.status.as_str()
                 );
             }

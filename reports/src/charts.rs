@@ -81,9 +81,11 @@ fn mode_color(m: Mode) -> RGBColor {
     }
 }
 
-/// Cleans a run-derived label for a chart: control characters dropped, at most
-/// [`LABEL_CHARS`] characters. Markup characters are left for plotters to escape.
+/// Cleans a run-derived label for a chart: control characters dropped, bidirectional
+/// controls spelled out (`<U+202E>`), at most [`LABEL_CHARS`] characters. Markup characters
+/// are left for plotters to escape.
 pub fn svg_label(s: &str) -> String {
+    let s = ctxbench_harness::visible::bidi_visible(s);
     let mut out: String = s
         .chars()
         .filter(|c| !c.is_control())

@@ -163,15 +163,27 @@ pub fn write_csv(frame: &DataFrame, out: &mut dyn Write) -> Result<(), ExportErr
 }
 
 /// Characters that make a spreadsheet treat a cell as a formula (or, for tab and CR,
-/// that Excel strips before looking for one). OWASP "CSV Injection".
-const FORMULA_TRIGGERS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+/// that Excel strips before looking for one), OWASP "CSV Injection", plus their full-width
+/// and small-form variants (`＝ ＋ － ＠`, `﹦ ﹢ ﹣ ﹫`), which spreadsheets with East Asian
+/// input normalise to the ASCII ones.
+const FORMULA_TRIGGERS: [char; 14] = [
+    '=', '+', '-', '@', '\t', '\r', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}', '\u{FE66}',
+    '\u{FE62}', '\u{FE63}', '\u{FE6B}',
+];
+
+/// Whether a spreadsheet would evaluate `cell`: a trigger first, or after leading
+/// whitespace (spreadsheets skip it before looking for a formula).
+fn is_formula(cell: &str) -> bool {
+    cell.trim_start_matches(|c: char| c.is_whitespace() && !FORMULA_TRIGGERS.contains(&c))
+        .starts_with(FORMULA_TRIGGERS)
+}
 
 /// Prefixes a string cell that a spreadsheet would evaluate with `'`, which spreadsheets
 /// show as text. Scenario text, model answers and provider messages reach the CSVs, so
 /// any of them could carry `=HYPERLINK(...)`. Numbers are typed columns and never pass
 /// through here, so `-0.25` in `rel_error` stays a number.
 pub fn neutralise_cell(cell: &str) -> Cow<'_, str> {
-    if cell.starts_with(FORMULA_TRIGGERS) {
+    if is_formula(cell) {
         Cow::Owned(format!("'{cell}"))
     } else {
         Cow::Borrowed(cell)
@@ -190,10 +202,7 @@ pub fn neutralise_frame(frame: &DataFrame) -> PolarsResult<DataFrame> {
             let ca = c.as_materialized_series().str()?;
             // Most columns need nothing: then the column is shared, not copied (a
             // million-row `requests.csv` would otherwise double its text in memory).
-            if !ca
-                .iter()
-                .any(|o| o.is_some_and(|v| v.starts_with(FORMULA_TRIGGERS)))
-            {
+            if !ca.iter().any(|o| o.is_some_and(is_formula)) {
                 return Ok(c.clone());
             }
             let out: StringChunked = ca.iter().map(|o| o.map(neutralise_cell)).collect();
@@ -333,10 +342,19 @@ mod tests {
             "\tx",
             "\rx",
             "=HYPERLINK(\"x\")",
+            " =1+1",
+            "  \u{3000}@SUM(A1)",
+            "\n=x",
+            "\u{FF1D}HYPERLINK(\"x\")",
+            "\u{FF0B}1",
+            "\u{FF0D}1",
+            "\u{FF20}SUM(A1)",
+            " \u{FF1D}1",
+            "\u{FE66}1",
         ] {
-            assert_eq!(neutralise_cell(bad), format!("'{bad}"));
+            assert_eq!(neutralise_cell(bad), format!("'{bad}"), "{bad:?}");
         }
-        for ok in ["", "ok", "1", "a=b", " =x", "'=x"] {
+        for ok in ["", "ok", "1", "a=b", "a \u{FF1D}b", "'=x", "  ", " x=1"] {
             assert_eq!(neutralise_cell(ok), ok);
         }
     }

@@ -5,7 +5,8 @@
 //! missed escape could not run code. On top of that, **every** string that comes from run
 //! storage — scenario ids and titles, grader summaries and evidence, model answers,
 //! provider names, file paths — goes through `Html::text` (`html-escape`'s
-//! `encode_safe`, which escapes `& < > " ' /`). Only literals of this module go through
+//! `encode_safe`, which escapes `& < > " ' /`), after bidirectional controls (U+202E …) are
+//! spelled out as `<U+202E>` ([`ctxbench_harness::visible`]). Only literals of this module go through
 //! `Html::raw`. Data never lands in an attribute, a `<style>` or a URL. The one
 //! exception to "literals only" in `raw` is a chart's SVG, which plotters wrote with every
 //! text escaped and which [`crate::charts::is_inert`] checked (see [`crate::charts`]).
@@ -104,9 +105,13 @@ impl Html<'_> {
         self.w.write_all(s.as_bytes())
     }
 
-    /// Untrusted text, escaped.
+    /// Untrusted text, escaped, with bidirectional and other invisible controls spelled
+    /// out (`<U+202E>`) so a hostile title cannot display a misleading name.
     fn text(&mut self, s: &str) -> io::Result<()> {
-        html_escape::encode_safe_to_writer(s, &mut self.w)
+        html_escape::encode_safe_to_writer(
+            ctxbench_harness::visible::document_safe(s).as_ref(),
+            &mut self.w,
+        )
     }
 
     fn td(&mut self, s: &str) -> io::Result<()> {
@@ -996,6 +1001,19 @@ mod tests {
         let s = String::from_utf8(out).expect("utf8");
         assert!(s.starts_with("<b>"));
         assert!(!s[3..].contains('<') && !s.contains('"'), "{s}");
+    }
+
+    #[test]
+    fn bidi_overrides_are_shown_not_obeyed() {
+        let mut out = Vec::new();
+        let mut h = Html { w: &mut out };
+        h.text("invoice\u{202E}fdp.exe \u{2067}x\u{2069}")
+            .expect("write");
+        let s = String::from_utf8(out).expect("utf8");
+        assert_eq!(
+            s,
+            "invoice&lt;U+202E&gt;fdp.exe &lt;U+2067&gt;x&lt;U+2069&gt;"
+        );
     }
 
     #[test]

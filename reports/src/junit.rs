@@ -506,6 +506,7 @@ pub enum XmlContext {
 /// described in [`XmlContext`], and characters XML 1.0 cannot carry (C0 controls other
 /// than tab, newline and carriage return; U+FFFE; U+FFFF) replaced by U+FFFD.
 pub fn escape_xml(s: &str, ctx: XmlContext) -> String {
+    let s = ctxbench_harness::visible::bidi_visible(s);
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
@@ -551,6 +552,10 @@ mod tests {
         );
         assert_eq!(escape_xml("a\tb\nc\rd", XmlContext::Text), "a\tb\nc&#13;d");
         assert_eq!(escape_xml("ünïcødé ✓", XmlContext::Text), "ünïcødé ✓");
+        assert_eq!(
+            escape_xml("a\u{202E}b", XmlContext::Text),
+            "a&lt;U+202E&gt;b"
+        );
     }
 
     #[test]

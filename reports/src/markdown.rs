@@ -14,7 +14,9 @@
 //! `` \ | ` * _ [ ] ~ `` are backslash-escaped (no table break, code span, emphasis, link or
 //! strike-through), `& < >` become entities (no raw HTML — GitHub strips most of it, the
 //! escape makes that moot), line breaks become spaces (a row stays one row), and a leading
-//! `#`, `-`, `+`, `=` or `!` is escaped (no heading, list, setext underline or image). Only
+//! `#`, `-`, `+`, `=` or `!` is escaped (no heading, list, setext underline or image), and
+//! bidirectional and other invisible controls are spelled out (`<U+202E>`, shown as text).
+//! Only
 //! this module's own literals and mode/gate names (fixed identifiers) are written raw.
 
 use std::collections::BTreeMap;
@@ -66,6 +68,7 @@ pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> io::Result<()> {
 
 /// Escapes `s` for Markdown inline text and table cells (see the module docs).
 pub fn escape_md(s: &str) -> String {
+    let s = ctxbench_harness::visible::document_safe(s);
     let mut out = String::with_capacity(s.len() + 8);
     for (i, ch) in s.chars().enumerate() {
         match ch {
@@ -439,6 +442,11 @@ mod tests {
         assert_eq!(escape_md("l1\nl2\r\n"), "l1 l2  ");
         assert_eq!(escape_md("&lt;"), "&amp;lt;");
         assert_eq!(escape_md("!img"), "\\!img");
+        // A right-to-left override is shown, not obeyed.
+        assert_eq!(
+            escape_md("evil\u{202E}txt.exe"),
+            "evil&lt;U+202E&gt;txt.exe"
+        );
     }
 
     #[test]

@@ -47,15 +47,19 @@ pub fn gate(args: GateArgs) -> anyhow::Result<i32> {
                 .observed
                 .map(|v| format!("{v:.4}"))
                 .unwrap_or_else(|| "—".into());
-            println!(
+            let line = format!(
                 "  {:<32} {:<14} observed {:<10} {}",
                 g.name,
                 g.status.as_str(),
                 observed,
                 g.detail
             );
+            println!("{}", crate::safe(&line));
         }
-        println!("verdict: {}", ctxbench_reports::verdict_line(&report));
+        println!(
+            "verdict: {}",
+            crate::safe(&ctxbench_reports::verdict_line(&report))
+        );
     }
     Ok(report.exit_code)
 }

@@ -29,7 +29,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
     }
     println!(
         "verdict: {}",
-        ctxbench_reports::verdict_line(&summary.gates)
+        crate::safe(&ctxbench_reports::verdict_line(&summary.gates))
     );
     Ok(exit::OK)
 }

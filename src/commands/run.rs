@@ -87,7 +87,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     println!(
         "verdict: {}",
-        ctxbench_reports::verdict_line(&summary.gates)
+        crate::safe(&ctxbench_reports::verdict_line(&summary.gates))
     );
     Ok(summary.gates.exit_code)
 }
@@ -370,7 +370,7 @@ fn resume_plan(
 
 fn load_suite(path: Option<&Path>) -> anyhow::Result<Vec<ctxbench_harness::scenario::Scenario>> {
     crate::suite::load(path).map_err(|d| {
-        eprintln!("{d}");
+        eprintln!("{}", crate::safe(&d.to_string()));
         exit::usage(format!(
             "{} problem(s) in the suite; nothing was run",
             d.0.len()

@@ -22,7 +22,7 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
     let scenarios = match crate::suite::load(args.suite.as_deref()) {
         Ok(s) => s.into_iter().map(Arc::new).collect::<Vec<_>>(),
         Err(d) => {
-            eprintln!("{d}");
+            eprintln!("{}", crate::safe(&d.to_string()));
             return Ok(exit::USAGE);
         }
     };
@@ -47,7 +47,9 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         Arc::new(ctxbench_graders::Graders),
         sut,
     ));
-    let mut out = std::io::stdout().lock();
+    // Scenario ids, grader names and error details are untrusted: written to a buffer,
+    // printed through the terminal filter.
+    let mut out = Vec::new();
     writeln!(
         out,
         "system under test: {} trials, {} invariant failure(s), {} errored",
@@ -111,6 +113,9 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         )?,
         None => writeln!(out, "mutation score: none (no variants to run)")?,
     }
+    std::io::stdout()
+        .lock()
+        .write_all(crate::safe(&String::from_utf8_lossy(&out)).as_bytes())?;
     Ok(if report.passed() {
         exit::OK
     } else {

@@ -18,7 +18,7 @@ use crate::exit;
 
 pub fn serve_fake(args: ServeFakeArgs) -> anyhow::Result<i32> {
     let suite = crate::suite::load(args.suite.as_deref()).map_err(|d| {
-        eprintln!("{d}");
+        eprintln!("{}", crate::safe(&d.to_string()));
         exit::usage(format!("{} problem(s) in the suite", d.0.len()))
     })?;
     let default_key = match &args.scenario {

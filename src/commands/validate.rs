@@ -11,7 +11,7 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
             Ok(s) => scenarios += s.len(),
             Err(d) => {
                 problems += d.0.len();
-                eprintln!("{d}");
+                eprintln!("{}", crate::safe(&d.to_string()));
             }
         }
     }
@@ -20,7 +20,7 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
             Ok(s) => scenarios += s.len(),
             Err(d) => {
                 problems += d.0.len();
-                eprintln!("{d}");
+                eprintln!("{}", crate::safe(&d.to_string()));
             }
         }
     }
