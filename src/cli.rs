@@ -188,6 +188,11 @@ pub struct RunArgs {
     /// Timeout of one HTTP attempt, in seconds.
     #[arg(long, default_value_t = 180, value_name = "SECS")]
     pub request_timeout: u64,
+    /// Longest wait a server's `Retry-After` is honoured for, in seconds (a longer ask
+    /// waits this long and is counted in `retries_retry_after_capped`). Default: the smaller
+    /// of --request-timeout and 60.
+    #[arg(long, value_name = "SECS")]
+    pub max_retry_after: Option<u64>,
     /// Attempts per HTTP request (the first included) before the trial counts as errored.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub max_attempts: u32,

@@ -315,3 +315,64 @@ fn cassettes_replay_a_recorded_run_and_name_the_first_miss() {
     }
     assert_no_canary(dir.path(), &[&recorded, &replayed, &missed]);
 }
+
+/// A server asking for a ten-minute wait on every trial's second request: with
+/// `--max-retry-after 1` each such retry waits one second, the trials finish with the
+/// fault-free results, and the capped asks are counted per trial.
+#[test]
+fn retry_after_is_honoured_only_up_to_the_configured_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = FakeServer::start(dir.path(), &["--fault", "2:429:600000"]);
+    let args = |out: &str, provider: &[&str], extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--out",
+            out,
+            "--progress",
+            "none",
+            "--scenario",
+            "overflow-retry",
+            "--modes",
+            "compact",
+        ];
+        a.extend_from_slice(provider);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let capped = args(
+        "capped",
+        &["--provider", "openai", "--base-url", &slow.url],
+        &["--max-retry-after", "1"],
+    );
+    let capped_args: Vec<&str> = capped.iter().map(String::as_str).collect();
+    let o = ctxbench(dir.path(), &capped_args);
+    let local = args("local", &["--provider", "fake"], &[]);
+    let local_args: Vec<&str> = local.iter().map(String::as_str).collect();
+    let l = ctxbench(dir.path(), &local_args);
+    assert_eq!(o.status.code(), l.status.code(), "{}", text(&o));
+    assert_eq!(
+        comparable(&dir.path().join("capped"), "trials.csv"),
+        comparable(&dir.path().join("local"), "trials.csv")
+    );
+    let rows =
+        csv_split(&std::fs::read_to_string(dir.path().join("capped/report/trials.csv")).unwrap());
+    let col = |name: &str| rows[0].iter().position(|h| h == name).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1][col("retries_rate_limited")], "1");
+    assert_eq!(rows[1][col("retries_retry_after_capped")], "1");
+    let waited: u64 = rows[1][col("retries_wait_ms")].parse().unwrap();
+    assert_eq!(
+        waited, 1_000,
+        "the wait is the cap, not the server's ten minutes"
+    );
+    let trial: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(dir.path().join("capped/trials.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(trial["stats"]["infrastructure"]["retry_after_capped"], 1);
+    assert_eq!(trial["stats"]["infrastructure"]["retry_after_ms"], 1_000);
+}

@@ -27,7 +27,10 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// Cap on the exponential backoff.
     pub max_delay: Duration,
-    /// Cap on an honoured `Retry-After` (a server asking for an hour does not stall a run).
+    /// Cap on an honoured `Retry-After`: a server asking for an hour does not stall a run
+    /// (ctxbench's `--max-retry-after`, by default the smaller of `--request-timeout` and
+    /// [`DEFAULT_MAX_RETRY_AFTER`]). A longer ask waits the cap and is counted in
+    /// [`ResilienceStats::retry_after_capped`].
     pub max_retry_after: Duration,
     /// Timeout of each attempt; `None` leaves it to the inner provider.
     pub attempt_timeout: Option<Duration>,
@@ -35,13 +38,18 @@ pub struct RetryPolicy {
     pub jitter_seed: u64,
 }
 
+/// Default cap on an honoured `Retry-After` (see [`RetryPolicy::max_retry_after`]): with
+/// the default 5 attempts, a provider answering 429 forever holds a request at most about
+/// four minutes before the trial is errored.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 5,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
-            max_retry_after: Duration::from_secs(120),
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             attempt_timeout: Some(Duration::from_secs(180)),
             jitter_seed: 0,
         }
@@ -219,8 +227,16 @@ pub struct ResilienceStats {
     pub retries_unavailable: u64,
     /// Calls that still failed with an infrastructure error after the last attempt.
     pub gave_up: u64,
-    /// Total backoff slept, in milliseconds.
+    /// Total backoff slept, in milliseconds (`Retry-After` waits included).
     pub backoff_ms: u64,
+    /// Of [`ResilienceStats::backoff_ms`], the milliseconds slept because a server's
+    /// `Retry-After` asked for longer than the jittered backoff (capped).
+    #[serde(default)]
+    pub retry_after_ms: u64,
+    /// Retries whose `Retry-After` asked for more than [`RetryPolicy::max_retry_after`]
+    /// and waited only the cap.
+    #[serde(default)]
+    pub retry_after_capped: u64,
 }
 
 impl ResilienceStats {
@@ -245,6 +261,8 @@ struct Counters {
     unavailable: AtomicU64,
     gave_up: AtomicU64,
     backoff_ms: AtomicU64,
+    retry_after_ms: AtomicU64,
+    retry_after_capped: AtomicU64,
     jitter: AtomicU64,
 }
 
@@ -298,6 +316,8 @@ impl<P: Provider> Resilient<P> {
             retries_unavailable: get(&c.unavailable),
             gave_up: get(&c.gave_up),
             backoff_ms: get(&c.backoff_ms),
+            retry_after_ms: get(&c.retry_after_ms),
+            retry_after_capped: get(&c.retry_after_capped),
         }
     }
 
@@ -355,10 +375,16 @@ impl<P: Provider> Resilient<P> {
             let n = c.jitter.fetch_add(1, Ordering::SeqCst);
             let jitter = splitmix64(self.policy.jitter_seed ^ splitmix64(n));
             let delay = self.policy.delay(attempt, retry_after, jitter);
-            c.backoff_ms.fetch_add(
-                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                Ordering::SeqCst,
-            );
+            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            if let Some(ra) = retry_after {
+                if ra > self.policy.max_retry_after {
+                    c.retry_after_capped.fetch_add(1, Ordering::SeqCst);
+                }
+                if delay > self.policy.delay(attempt, None, jitter) {
+                    c.retry_after_ms.fetch_add(ms(delay), Ordering::SeqCst);
+                }
+            }
+            c.backoff_ms.fetch_add(ms(delay), Ordering::SeqCst);
             tokio::time::sleep(delay).await;
         }
     }
@@ -531,6 +557,41 @@ mod tests {
         // Whole milliseconds per retry: at most one lost per retry to rounding.
         assert!(waited.as_millis() - u128::from(s.backoff_ms) <= 3);
         assert_eq!(r.limiter().decreases(), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_persistent_retry_after_is_honoured_only_up_to_the_cap_and_counted() {
+        let hour = || {
+            Some(Err(ProviderError::RateLimited {
+                retry_after_ms: Some(3_600_000),
+                message: "come back in an hour".into(),
+            }))
+        };
+        let mut p = policy();
+        p.max_retry_after = Duration::from_secs(7);
+        let inner = Scripted::new(vec![hour(), hour(), hour(), hour()]);
+        let r = Resilient::new(inner, p, Arc::new(AdaptiveLimiter::new(1)));
+        let t0 = Instant::now();
+        let err = r.complete(&request()).await.unwrap_err();
+        assert_eq!(err.kind(), "rate_limited");
+        // Three retries between four attempts, each waiting the 7 s cap, not an hour.
+        assert_eq!(t0.elapsed(), Duration::from_secs(21));
+        let s = r.stats();
+        assert_eq!(
+            (s.retries_rate_limited, s.retry_after_capped, s.gave_up),
+            (3, 3, 1)
+        );
+        assert_eq!((s.retry_after_ms, s.backoff_ms), (21_000, 21_000));
+
+        // A short ask is honoured in full and not counted as capped.
+        let short = Scripted::new(vec![Some(Err(ProviderError::RateLimited {
+            retry_after_ms: Some(2_000),
+            message: "slow".into(),
+        }))]);
+        let r = Resilient::new(short, policy(), Arc::new(AdaptiveLimiter::new(1)));
+        r.complete(&request()).await.unwrap();
+        let s = r.stats();
+        assert_eq!((s.retry_after_capped, s.retry_after_ms), (0, 2_000));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

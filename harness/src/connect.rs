@@ -222,6 +222,8 @@ pub struct HttpSettings {
     pub attempt_timeout: Duration,
     /// Seed of the backoff jitter.
     pub jitter_seed: u64,
+    /// Cap on an honoured `Retry-After` (`--max-retry-after`).
+    pub max_retry_after: Duration,
 }
 
 impl Default for HttpSettings {
@@ -231,6 +233,7 @@ impl Default for HttpSettings {
             max_attempts: 5,
             attempt_timeout: Duration::from_secs(180),
             jitter_seed: 0,
+            max_retry_after: ctxbench_adapters::resilience::DEFAULT_MAX_RETRY_AFTER,
         }
     }
 }
@@ -322,6 +325,7 @@ impl Services {
             max_attempts: settings.max_attempts.max(1),
             attempt_timeout: Some(settings.attempt_timeout),
             jitter_seed: settings.jitter_seed,
+            max_retry_after: settings.max_retry_after,
             ..RetryPolicy::default()
         };
         Ok(Services {
@@ -444,6 +448,7 @@ mod tests {
             max_attempts: 1,
             attempt_timeout: Duration::from_secs(1),
             jitter_seed: 0,
+            max_retry_after: Duration::from_secs(1),
         };
         let sut = crate::external::SutSpec::External(crate::external::ExternalSpec {
             argv: vec!["true".into()],

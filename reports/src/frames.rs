@@ -118,6 +118,8 @@ pub const TRIAL_COLUMNS_TAIL: &[&str] = &[
     "retries_malformed",
     "retries_unavailable",
     "retries_gave_up",
+    "retries_wait_ms",
+    "retries_retry_after_capped",
     "started_at",
     "elapsed_ms",
 ];
@@ -348,6 +350,8 @@ pub fn trials_frame(
         column("retries_malformed", inf(|s| s.retries_malformed)),
         column("retries_unavailable", inf(|s| s.retries_unavailable)),
         column("retries_gave_up", inf(|s| s.gave_up)),
+        column("retries_wait_ms", inf(|s| s.backoff_ms)),
+        column("retries_retry_after_capped", inf(|s| s.retry_after_capped)),
         column(
             "started_at",
             ts.iter().map(|t| t.started_at.as_str()).collect::<Vec<_>>(),

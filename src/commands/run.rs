@@ -160,9 +160,22 @@ fn services(
         max_attempts: args.max_attempts,
         attempt_timeout: std::time::Duration::from_secs(args.request_timeout),
         jitter_seed: seed,
+        max_retry_after: max_retry_after(args),
     };
     let sut = sut(sut_text, args.agent_timeout)?;
     Services::connect(sut, provider, cassette, &settings).map_err(exit::usage)
+}
+
+/// `--max-retry-after`, else the smaller of `--request-timeout` and the retry layer's
+/// default: a server's wait longer than one whole attempt may take is not worth honouring
+/// in full.
+fn max_retry_after(args: &RunArgs) -> std::time::Duration {
+    args.max_retry_after
+        .map(std::time::Duration::from_secs)
+        .unwrap_or_else(|| {
+            std::time::Duration::from_secs(args.request_timeout)
+                .min(ctxbench_adapters::resilience::DEFAULT_MAX_RETRY_AFTER)
+        })
 }
 
 /// Resolve `--sut` and `--agent-timeout`.
