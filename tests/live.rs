@@ -376,3 +376,150 @@ fn retry_after_is_honoured_only_up_to_the_configured_cap() {
     assert_eq!(trial["stats"]["infrastructure"]["retry_after_capped"], 1);
     assert_eq!(trial["stats"]["infrastructure"]["retry_after_ms"], 1_000);
 }
+
+/// The listed secret of [`LEAKY`].
+const LISTED_SECRET: &str = "sk-leak-4Fz9Qw2Lm7";
+
+/// A scenario whose model repeats its listed secret in a reply and in tool-call arguments
+/// (the built-in `hostile-history` only sends its secret to the model).
+const LEAKY: &str = r#"
+id: leaky
+title: Secrets in replies and tool-call arguments
+tags: [recall]
+model: {context_window: 8192, max_output: 512}
+context: {reserved_output_tokens: 512, buffer_tokens: 1024}
+instructions: "You are a coding agent."
+secrets: [sk-leak-4Fz9Qw2Lm7]
+tools:
+  - name: login
+    description: Log in to the staging API.
+    parameters: {type: object, properties: {key: {type: string}}, required: [key]}
+facts:
+  - id: db
+    states: "All storage must use PostgreSQL 16."
+    question: "Which database must all storage use?"
+    expect: {contains: PostgreSQL}
+script:
+  - user: "Start. {fact:db} The staging key is sk-leak-4Fz9Qw2Lm7."
+  - tool_calls:
+      - call: {name: login, args: {key: sk-leak-4Fz9Qw2Lm7}}
+        result: "logged in with sk-leak-4Fz9Qw2Lm7"
+  - assistant: "Logged in with sk-leak-4Fz9Qw2Lm7."
+  - probe: [db]
+expect:
+  graders: [recall]
+  outcome: any
+"#;
+
+/// A recorded run with listed secrets, then its replay: not one byte ctxbench wrote — run
+/// storage, reports, the cassette, the serve-fake log, the workspaces, stdout and stderr —
+/// holds the secret, and the replay still matches the recording request for request.
+#[test]
+fn listed_secrets_reach_no_byte_ctxbench_writes_cassettes_included() {
+    // The suite lives outside the directory searched: ctxbench did not write it.
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("leaky.yaml"), LEAKY).unwrap();
+    std::fs::write(
+        src.path().join("hostile-history.yaml"),
+        include_str!("../scenarios/hostile-history.yaml"),
+    )
+    .unwrap();
+    let suite = src.path().to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("workspaces");
+    std::fs::create_dir_all(&work).unwrap();
+    let server = FakeServer::start(dir.path(), &["--suite", suite]);
+    let go = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--out",
+            out,
+            "--progress",
+            "plain",
+            "--seed",
+            "3",
+            "--suite",
+            suite,
+            "--trials",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("CTXBENCH_WORKDIR", &work)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let recorded = go(
+        "recorded",
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            &server.url,
+            "--record",
+            "secrets.cassette.jsonl",
+        ],
+    );
+    // Two scenarios are too few to evaluate every gate (exit 3); the run itself completes.
+    assert!(
+        matches!(recorded.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&recorded)
+    );
+    drop(server);
+    let replayed = go(
+        "replayed",
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--replay",
+            "secrets.cassette.jsonl",
+        ],
+    );
+    assert_eq!(
+        replayed.status.code(),
+        recorded.status.code(),
+        "{}",
+        text(&replayed)
+    );
+    for csv in ["trials.csv", "requests.csv"] {
+        assert_eq!(
+            comparable(&dir.path().join("replayed"), csv),
+            comparable(&dir.path().join("recorded"), csv),
+            "{csv}: the replay diverged from the recording"
+        );
+    }
+    // The secret did travel: the model saw it and the cassette holds its placeholder.
+    let cassette = std::fs::read_to_string(dir.path().join("secrets.cassette.jsonl")).unwrap();
+    assert!(
+        cassette.matches("[REDACTED#1]").count() >= 6,
+        "the model never repeated the secret"
+    );
+    let written = files(dir.path());
+    assert!(written.len() > 20, "{written:?}");
+    let mut hits = Vec::new();
+    for f in &written {
+        let bytes = std::fs::read(f).unwrap();
+        let n = bytes
+            .windows(LISTED_SECRET.len())
+            .filter(|w| *w == LISTED_SECRET.as_bytes())
+            .count();
+        if n > 0 {
+            hits.push(format!("{}: {n}", f.display()));
+        }
+    }
+    assert!(hits.is_empty(), "the listed secret was written: {hits:?}");
+    for o in [&recorded, &replayed] {
+        assert!(
+            !text(o).contains(LISTED_SECRET),
+            "the secret reached the output"
+        );
+    }
+    // Workspaces are gone after the run.
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+}

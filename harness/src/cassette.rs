@@ -9,8 +9,13 @@
 //!
 //! The file is JSON lines (`ctxbench.cassette/1`), appended and flushed per exchange, so a
 //! killed recording keeps what it had. Requests are stored only as hashes; responses are
-//! stored verbatim (a cassette is a test fixture, and replay must reproduce what the
-//! model said). API keys never reach a cassette: they live in HTTP headers, which are not
+//! stored as the model said them except for the scenario's listed secrets: every string in
+//! a stored answer (content, tool-call arguments, error messages) has each secret replaced
+//! by a numbered placeholder, `[REDACTED#n]` for the scenario's n-th secret ([`Secrets`]),
+//! and replay puts the secret back from the scenario, so a replayed trial sees exactly what
+//! the recorded one saw while the file holds no secret. The request hash is taken over the
+//! request with the same placeholders, so it does not encode a secret either, and replay
+//! matches it. API keys never reach a cassette: they live in HTTP headers, which are not
 //! part of a request.
 
 use std::collections::{HashMap, VecDeque};
@@ -20,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ctxbench_adapters::{ModelRequest, ModelResponse, ProviderError};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
@@ -73,13 +80,110 @@ pub struct CassetteEntry {
 /// A recorded exact count: the provider's count, `None` when it offers none, or its error.
 pub type CountResult = Result<Option<u64>, ProviderError>;
 
-/// The SHA-256 (hex) of a request's canonical JSON — the cassette key.
+/// The SHA-256 (hex) of a request's canonical JSON — the cassette key of a request that
+/// holds no listed secret (see [`Secrets::request_key`]).
 pub fn request_key(request: &ModelRequest) -> String {
     // serde_json writes struct fields in declaration order and the request holds no maps
     // with unordered keys besides tool arguments, which serde_json keeps in insertion
     // order: the same request always serializes to the same bytes.
     let bytes = serde_json::to_vec(request).unwrap_or_default();
     hex::encode(Sha256::digest(&bytes))
+}
+
+/// A trial's listed secrets (the scenario's `secrets:`), and the reversible placeholders a
+/// cassette stores instead of them: `[REDACTED#n]` for the n-th secret (1-based, in the
+/// scenario's order).
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    /// Distinct non-empty secrets in the scenario's order.
+    values: Vec<String>,
+    /// Indexes into `values`, longest secret first, so a secret containing another is
+    /// replaced whole.
+    longest_first: Vec<usize>,
+}
+
+impl Secrets {
+    /// The secrets of one scenario.
+    pub fn new(secrets: &[String]) -> Self {
+        let mut values: Vec<String> = Vec::new();
+        for s in secrets {
+            if !s.is_empty() && !values.contains(s) {
+                values.push(s.clone());
+            }
+        }
+        let mut longest_first: Vec<usize> = (0..values.len()).collect();
+        longest_first.sort_by(|&a, &b| values[b].len().cmp(&values[a].len()).then(a.cmp(&b)));
+        Secrets {
+            values,
+            longest_first,
+        }
+    }
+
+    fn placeholder(i: usize) -> String {
+        format!("[REDACTED#{}]", i + 1)
+    }
+
+    /// `text` with every secret replaced by its placeholder.
+    pub fn hide(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for &i in &self.longest_first {
+            if out.contains(self.values[i].as_str()) {
+                out = out.replace(self.values[i].as_str(), &Self::placeholder(i));
+            }
+        }
+        out
+    }
+
+    /// `text` with every placeholder replaced by its secret again.
+    pub fn restore(&self, text: &str) -> String {
+        if !text.contains("[REDACTED#") {
+            return text.to_string();
+        }
+        let mut out = text.to_string();
+        // Highest index first, so `[REDACTED#1]` never matches inside `[REDACTED#12]`'s text.
+        for i in (0..self.values.len()).rev() {
+            out = out.replace(&Self::placeholder(i), &self.values[i]);
+        }
+        out
+    }
+
+    /// Every string of `value` (object keys included) through `f`.
+    fn map_strings(value: Value, f: &dyn Fn(&str) -> String) -> Value {
+        match value {
+            Value::String(s) => Value::String(f(&s)),
+            Value::Array(a) => {
+                Value::Array(a.into_iter().map(|v| Self::map_strings(v, f)).collect())
+            }
+            Value::Object(o) => Value::Object(
+                o.into_iter()
+                    .map(|(k, v)| (f(&k), Self::map_strings(v, f)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    /// `value` with every string passed through `f`, when there are secrets at all.
+    fn through<T: Serialize + DeserializeOwned>(&self, value: T, f: &dyn Fn(&str) -> String) -> T {
+        if self.values.is_empty() {
+            return value;
+        }
+        // Both directions only swap text inside strings, so the shape round-trips.
+        match serde_json::to_value(&value) {
+            Ok(v) => serde_json::from_value(Self::map_strings(v, f)).unwrap_or(value),
+            Err(_) => value,
+        }
+    }
+
+    /// The cassette key of `request`: the SHA-256 of its canonical JSON with every secret
+    /// replaced by its placeholder (equal to [`request_key`] when it holds none).
+    pub fn request_key(&self, request: &ModelRequest) -> String {
+        if self.values.is_empty() {
+            return request_key(request);
+        }
+        let hidden = self.through(request.clone(), &|s| self.hide(s));
+        request_key(&hidden)
+    }
 }
 
 enum State {
@@ -200,27 +304,38 @@ impl Cassette {
         )
     }
 
-    /// Replay: the recorded answer to `request` in `trial_id`, or a typed miss naming where.
+    /// Replay: the recorded answer to `request` in `trial_id` (its secrets put back), or a
+    /// typed miss naming where.
     pub fn answer(
         &self,
         trial_id: &str,
         step: u64,
         request: &ModelRequest,
+        secrets: &Secrets,
     ) -> Result<ModelResponse, ProviderError> {
-        self.next(trial_id, step, request, "", |entries, _, key| {
+        let result = self.next(trial_id, step, request, secrets, "", |entries, _, key| {
             entries.get_mut(key).and_then(VecDeque::pop_front)
-        })
+        });
+        secrets.through(result, &|s| secrets.restore(s))
     }
 
     /// Replay: the recorded exact count of `request` in `trial_id`, or a typed miss.
-    pub fn count(&self, trial_id: &str, step: u64, request: &ModelRequest) -> CountResult {
-        self.next(
+    pub fn count(
+        &self,
+        trial_id: &str,
+        step: u64,
+        request: &ModelRequest,
+        secrets: &Secrets,
+    ) -> CountResult {
+        let result = self.next(
             trial_id,
             step,
             request,
+            secrets,
             " (token count)",
             |_, counts, key| counts.get_mut(key).and_then(VecDeque::pop_front),
-        )
+        );
+        secrets.through(result, &|s| secrets.restore(s))
     }
 
     /// The next recorded result for `request` in `trial_id` from one of the replay maps.
@@ -229,60 +344,73 @@ impl Cassette {
         trial_id: &str,
         step: u64,
         request: &ModelRequest,
+        secrets: &Secrets,
         what: &str,
-        pick: impl FnOnce(
+        pick: impl Fn(
             &mut ReplayMap<ModelResponseResult>,
             &mut ReplayMap<CountResult>,
             &(String, String),
         ) -> Option<Result<T, ProviderError>>,
     ) -> Result<T, ProviderError> {
-        let key = (trial_id.to_string(), request_key(request));
+        let key = (trial_id.to_string(), secrets.request_key(request));
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let State::Replay { entries, counts } = &mut *state else {
             return Err(ProviderError::Unavailable {
                 message: "the cassette is recording, not replaying".into(),
             });
         };
-        pick(entries, counts, &key).unwrap_or_else(|| {
-            Err(ProviderError::Unavailable {
-                message: format!("{}{what}", miss_message(&self.path, trial_id, step, &key.1)),
+        // A cassette recorded before secrets were hidden keys a request holding a secret by
+        // its plain hash.
+        let legacy = || (trial_id.to_string(), request_key(request));
+        pick(entries, counts, &key)
+            .or_else(|| {
+                let plain = legacy();
+                (plain != key)
+                    .then(|| pick(entries, counts, &plain))
+                    .flatten()
             })
-        })
+            .unwrap_or_else(|| {
+                Err(ProviderError::Unavailable {
+                    message: format!("{}{what}", miss_message(&self.path, trial_id, step, &key.1)),
+                })
+            })
     }
 
-    /// Record: append one exchange and flush it.
+    /// Record: append one exchange, its secrets hidden, and flush it.
     pub fn store(
         &self,
         trial_id: &str,
         step: u64,
         request: &ModelRequest,
+        secrets: &Secrets,
         result: &Result<ModelResponse, ProviderError>,
     ) -> Result<(), CassetteError> {
         self.append(CassetteEntry {
             schema: CASSETTE_SCHEMA.into(),
             trial_id: trial_id.into(),
             step,
-            request_sha256: request_key(request),
-            result: Some(result.clone()),
+            request_sha256: secrets.request_key(request),
+            result: Some(secrets.through(result.clone(), &|s| secrets.hide(s))),
             count: None,
         })
     }
 
-    /// Record: append one exact count and flush it.
+    /// Record: append one exact count, its secrets hidden, and flush it.
     pub fn store_count(
         &self,
         trial_id: &str,
         step: u64,
         request: &ModelRequest,
+        secrets: &Secrets,
         count: &CountResult,
     ) -> Result<(), CassetteError> {
         self.append(CassetteEntry {
             schema: CASSETTE_SCHEMA.into(),
             trial_id: trial_id.into(),
             step,
-            request_sha256: request_key(request),
+            request_sha256: secrets.request_key(request),
             result: None,
-            count: Some(count.clone()),
+            count: Some(secrets.through(count.clone(), &|s| secrets.hide(s))),
         })
     }
 
@@ -326,6 +454,10 @@ mod tests {
     use super::*;
     use ctxbench_adapters::{FinishReason, Message, Usage};
 
+    fn none() -> Secrets {
+        Secrets::default()
+    }
+
     fn req(text: &str) -> ModelRequest {
         ModelRequest {
             model: "m".into(),
@@ -351,9 +483,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         let rec = Cassette::record(&path).unwrap();
-        rec.store("s/compact/0", 1, &req("a"), &Ok(resp("one")))
+        rec.store("s/compact/0", 1, &req("a"), &none(), &Ok(resp("one")))
             .unwrap();
-        rec.store("s/compact/0", 2, &req("a"), &Ok(resp("two")))
+        rec.store("s/compact/0", 2, &req("a"), &none(), &Ok(resp("two")))
             .unwrap();
         let overflow = ProviderError::ContextOverflow {
             limit: Some(10),
@@ -362,25 +494,28 @@ mod tests {
             message: "too long".into(),
             partial_output: None,
         };
-        rec.store("s/compact/0", 3, &req("b"), &Err(overflow.clone()))
+        rec.store("s/compact/0", 3, &req("b"), &none(), &Err(overflow.clone()))
             .unwrap();
         drop(rec);
 
         let play = Cassette::replay(&path).unwrap();
         assert!(play.replaying());
-        let a1 = play.answer("s/compact/0", 1, &req("a")).unwrap();
-        let a2 = play.answer("s/compact/0", 2, &req("a")).unwrap();
+        let a1 = play.answer("s/compact/0", 1, &req("a"), &none()).unwrap();
+        let a2 = play.answer("s/compact/0", 2, &req("a"), &none()).unwrap();
         assert_eq!(a1.message.content, "one");
         assert_eq!(a2.message.content, "two");
-        assert_eq!(play.answer("s/compact/0", 3, &req("b")), Err(overflow));
+        assert_eq!(
+            play.answer("s/compact/0", 3, &req("b"), &none()),
+            Err(overflow)
+        );
         // Another trial, or a third identical request, is a miss naming the place.
-        let miss = play.answer("s/warn/0", 1, &req("a")).unwrap_err();
+        let miss = play.answer("s/warn/0", 1, &req("a"), &none()).unwrap_err();
         let text = miss.to_string();
         assert!(miss.is_infrastructure());
         for needle in ["scenario `s`", "mode `warn`", "trial 0", "step 1"] {
             assert!(text.contains(needle), "{text}");
         }
-        assert!(play.answer("s/compact/0", 9, &req("a")).is_err());
+        assert!(play.answer("s/compact/0", 9, &req("a"), &none()).is_err());
     }
 
     #[test]
@@ -388,26 +523,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         let rec = Cassette::record(&path).unwrap();
-        rec.store_count("s/off/0", 0, &req("a"), &Ok(Some(42)))
+        rec.store_count("s/off/0", 0, &req("a"), &none(), &Ok(Some(42)))
             .unwrap();
-        rec.store("s/off/0", 0, &req("a"), &Ok(resp("one")))
+        rec.store("s/off/0", 0, &req("a"), &none(), &Ok(resp("one")))
             .unwrap();
-        rec.store_count("s/off/0", 1, &req("b"), &Ok(None)).unwrap();
+        rec.store_count("s/off/0", 1, &req("b"), &none(), &Ok(None))
+            .unwrap();
         drop(rec);
         let play = Cassette::replay(&path).unwrap();
-        assert_eq!(play.count("s/off/0", 0, &req("a")), Ok(Some(42)));
+        assert_eq!(play.count("s/off/0", 0, &req("a"), &none()), Ok(Some(42)));
         assert_eq!(
-            play.answer("s/off/0", 0, &req("a"))
+            play.answer("s/off/0", 0, &req("a"), &none())
                 .unwrap()
                 .message
                 .content,
             "one"
         );
-        assert_eq!(play.count("s/off/0", 1, &req("b")), Ok(None));
+        assert_eq!(play.count("s/off/0", 1, &req("b"), &none()), Ok(None));
         // A count is not an answer and vice versa; each misses on its own.
-        let miss = play.count("s/off/0", 0, &req("a")).unwrap_err().to_string();
+        let miss = play
+            .count("s/off/0", 0, &req("a"), &none())
+            .unwrap_err()
+            .to_string();
         assert!(miss.contains("(token count)"), "{miss}");
-        assert!(play.answer("s/off/0", 1, &req("b")).is_err());
+        assert!(play.answer("s/off/0", 1, &req("b"), &none()).is_err());
     }
 
     #[test]
@@ -415,16 +554,81 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         let rec = Cassette::record(&path).unwrap();
-        rec.store("t/off/0", 0, &req("a"), &Ok(resp("x"))).unwrap();
+        rec.store("t/off/0", 0, &req("a"), &none(), &Ok(resp("x")))
+            .unwrap();
         drop(rec);
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{\"schema\":\"ctxbench.cas");
         std::fs::write(&path, &text).unwrap();
         let play = Cassette::replay(&path).unwrap();
-        assert!(play.answer("t/off/0", 0, &req("a")).is_ok());
+        assert!(play.answer("t/off/0", 0, &req("a"), &none()).is_ok());
 
         std::fs::write(&path, format!("garbage\n{text}\n")).unwrap();
         let err = Cassette::replay(&path).unwrap_err().to_string();
         assert!(err.contains(":1:"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_hidden_on_record_and_restored_on_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let secrets = Secrets::new(&["sk-1".into(), "tok-sk-1-long".into(), String::new()]);
+        let asked = req("my key is sk-1 and tok-sk-1-long");
+        let mut said = resp("using sk-1 for tok-sk-1-long");
+        said.message.tool_calls.push(ctxbench_adapters::ToolCall {
+            id: "c1".into(),
+            name: "login".into(),
+            arguments: serde_json::json!({"key": "sk-1", "sk-1": ["tok-sk-1-long"]}),
+        });
+        let refused = ProviderError::Rejected {
+            status: 400,
+            message: "bad key sk-1".into(),
+        };
+        let rec = Cassette::record(&path).unwrap();
+        rec.store("s/off/0", 0, &asked, &secrets, &Ok(said.clone()))
+            .unwrap();
+        rec.store("s/off/0", 1, &asked, &secrets, &Err(refused.clone()))
+            .unwrap();
+        rec.store_count("s/off/0", 0, &asked, &secrets, &Ok(Some(9)))
+            .unwrap();
+        drop(rec);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("sk-1"), "{text}");
+        assert!(
+            text.contains("[REDACTED#1]") && text.contains("[REDACTED#2]"),
+            "{text}"
+        );
+        // The key is not the plain request's hash (which would encode the secret).
+        assert!(!text.contains(&request_key(&asked)), "{text}");
+
+        let play = Cassette::replay(&path).unwrap();
+        assert_eq!(play.answer("s/off/0", 0, &asked, &secrets), Ok(said));
+        assert_eq!(play.answer("s/off/0", 1, &asked, &secrets), Err(refused));
+        assert_eq!(play.count("s/off/0", 0, &asked, &secrets), Ok(Some(9)));
+        assert_eq!(
+            secrets.restore(&secrets.hide("x tok-sk-1-long y sk-1")),
+            "x tok-sk-1-long y sk-1"
+        );
+    }
+
+    #[test]
+    fn a_cassette_recorded_with_plain_secrets_still_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let asked = req("key sk-9");
+        // As an older ctxbench wrote it: the plain request hash, the answer verbatim.
+        Cassette::record(&path)
+            .unwrap()
+            .store("s/off/0", 0, &asked, &none(), &Ok(resp("sk-9 used")))
+            .unwrap();
+        let play = Cassette::replay(&path).unwrap();
+        let secrets = Secrets::new(&["sk-9".into()]);
+        assert_eq!(
+            play.answer("s/off/0", 0, &asked, &secrets)
+                .unwrap()
+                .message
+                .content,
+            "sk-9 used"
+        );
     }
 }

@@ -224,6 +224,8 @@ struct Recording {
     log: SharedLog,
     trial_id: String,
     cassette: Option<Arc<crate::cassette::Cassette>>,
+    /// The scenario's listed secrets, which the cassette stores only as placeholders.
+    secrets: crate::cassette::Secrets,
     /// `false` when an external agent reaches this provider through the loopback server,
     /// whose observer records the exchange already (with the agent's own request bytes).
     log_exchanges: bool,
@@ -278,8 +280,8 @@ impl Provider for Recording {
         let step = lock(&self.log).step;
         self.taped(
             self.inner.count_tokens(request),
-            |c| c.count(&self.trial_id, step, request),
-            |c, r| c.store_count(&self.trial_id, step, request, r),
+            |c| c.count(&self.trial_id, step, request, &self.secrets),
+            |c, r| c.store_count(&self.trial_id, step, request, &self.secrets, r),
         )
         .await
     }
@@ -292,8 +294,8 @@ impl Provider for Recording {
         let result = self
             .taped(
                 self.inner.complete(request),
-                |c| c.answer(&self.trial_id, step, request),
-                |c, r| c.store(&self.trial_id, step, request, r),
+                |c| c.answer(&self.trial_id, step, request, &self.secrets),
+                |c, r| c.store(&self.trial_id, step, request, &self.secrets, r),
             )
             .await;
         let latency_ms = t0.elapsed().as_millis() as u64;
@@ -406,6 +408,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
         log: log.clone(),
         trial_id: spec.trial_id(),
         cassette: spec.services.cassette.clone(),
+        secrets: crate::cassette::Secrets::new(&scenario.secrets),
         log_exchanges: external.is_none(),
     });
     let mut sink = Sink(log.clone());
