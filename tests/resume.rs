@@ -59,6 +59,9 @@ fn run_args(out: &str) -> Vec<&str> {
 #[test]
 fn resume_after_kill_9_runs_every_trial_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
+    // The workspace root, watched for what killed runs leave behind.
+    let work = dir.path().join("workspaces");
+    std::fs::create_dir_all(&work).unwrap();
     let base = ctxbench(dir.path(), &run_args("base"));
     assert!(base.status.success(), "{}", text(&base));
     let expected = trial_counts(&dir.path().join("base"));
@@ -72,6 +75,7 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
             .args(run_args(&out))
             .current_dir(dir.path())
+            .env("CTXBENCH_WORKDIR", &work)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -99,8 +103,28 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
             "kill point {kill_after}: the run finished before it was killed"
         );
 
-        let resumed = ctxbench(dir.path(), &["run", "--resume", &out, "--progress", "none"]);
+        let left_behind = std::fs::read_dir(&work).unwrap().count();
+        // A report writer killed mid-write leaves its temporary file behind.
+        std::fs::create_dir_all(run.join("report")).unwrap();
+        std::fs::write(run.join("report/.trials.csv.tmp-4194305"), "half").unwrap();
+
+        let resumed = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+            .args(["run", "--resume", &out, "--progress", "none"])
+            .current_dir(dir.path())
+            .env("CTXBENCH_WORKDIR", &work)
+            .output()
+            .unwrap();
         assert!(resumed.status.success(), "{}", text(&resumed));
+        // No residue: no workspace in the root, no temporary file in the report folder.
+        assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+        let report: Vec<String> = std::fs::read_dir(run.join("report"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            report.iter().all(|n| !n.starts_with('.')),
+            "temporary files left: {report:?}"
+        );
         let counts = trial_counts(&run);
         assert_eq!(
             counts.keys().collect::<Vec<_>>(),
@@ -118,7 +142,139 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
             serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
         assert_eq!(manifest["resumes"].as_array().unwrap().len(), 1);
         assert_eq!(manifest["resumes"][0]["trials_done"], before);
+        assert_eq!(
+            manifest["resumes"][0]["workspaces_removed"]
+                .as_u64()
+                .unwrap_or(0),
+            left_behind as u64
+        );
     }
+}
+
+/// A run whose storage is tampered with by `tamper`, then resumed: the resumed run's
+/// report equals the untouched run's, and the resume's manifest record is returned with
+/// the resume's output.
+fn resume_tampered(
+    tamper: impl FnOnce(&Path),
+) -> (std::process::Output, serde_json::Value, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = ctxbench(dir.path(), &run_args("base"));
+    assert!(base.status.success(), "{}", text(&base));
+    let run = dir.path().join("base");
+    let expected_requests = stable_csv(&run, "requests.csv");
+    let expected_trials = stable_csv(&run, "trials.csv");
+    tamper(&run);
+    let resumed = ctxbench(
+        dir.path(),
+        &["run", "--resume", "base", "--progress", "none"],
+    );
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert!(trial_counts(&run).values().all(|&c| c == 1));
+    assert_eq!(stable_csv(&run, "trials.csv"), expected_trials);
+    assert_eq!(stable_csv(&run, "requests.csv"), expected_requests);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let trials = std::fs::read_to_string(run.join("trials.jsonl")).unwrap();
+    let last_id = serde_json::from_str::<serde_json::Value>(trials.lines().last().unwrap())
+        .unwrap()["trial_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (resumed, manifest["resumes"][0].clone(), trials, last_id)
+}
+
+/// A power cut after the last trial row reached the disk but before the end of its
+/// request rows did (appends were never synced before): the finished trial's request row
+/// is not dropped — the trial runs again, and the report equals the uninterrupted run.
+#[test]
+fn a_torn_request_row_of_a_complete_trial_reruns_that_trial() {
+    let mut victim = String::new();
+    let (resumed, record, trials, last) = resume_tampered(|run| {
+        let path = run.join("requests.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last = text.trim_end().rsplit('\n').next().unwrap();
+        victim = serde_json::from_str::<serde_json::Value>(last).unwrap()["trial_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Keep half of the last request row.
+        let cut = text.len() - 1 - last.len() / 2;
+        std::fs::write(&path, &text[..cut]).unwrap();
+    });
+    assert!(
+        String::from_utf8_lossy(&resumed.stdout).contains("ran 1 trials"),
+        "{}",
+        text(&resumed)
+    );
+    assert_eq!(record["rerun"], serde_json::json!([victim]), "{record}");
+    assert!(
+        record["torn"].to_string().contains("requests.jsonl"),
+        "{record}"
+    );
+    // The re-run trial's row is the last one, from the resume's segment.
+    assert_eq!(last, victim);
+    let row: serde_json::Value = serde_json::from_str(trials.lines().last().unwrap()).unwrap();
+    assert_eq!(row["segment"], 1);
+}
+
+/// A power cut between a whole row and its newline: the row is completed, not cut, and
+/// nothing runs again.
+#[test]
+fn a_whole_final_row_without_its_newline_is_kept() {
+    let (resumed, record, _, _) = resume_tampered(|run| {
+        for name in ["requests.jsonl", "trials.jsonl"] {
+            let path = run.join(name);
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.trim_end_matches('\n')).unwrap();
+        }
+    });
+    assert!(
+        String::from_utf8_lossy(&resumed.stdout).contains("ran 0 trials"),
+        "{}",
+        text(&resumed)
+    );
+    let repaired = record["repaired"].to_string();
+    assert!(
+        repaired.contains("requests.jsonl") && repaired.contains("trials.jsonl"),
+        "{record}"
+    );
+    assert!(record.get("torn").is_none(), "{record}");
+}
+
+/// Two complete rows of one trial are found before anything runs: the resume is refused
+/// with both line numbers and changes nothing.
+#[test]
+fn a_duplicated_trial_row_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = run_args("dup");
+    args.extend_from_slice(&["--max-tokens", "1"]);
+    let capped = ctxbench(dir.path(), &args);
+    assert_eq!(capped.status.code(), Some(4), "{}", text(&capped));
+    let run = dir.path().join("dup");
+    let trials = std::fs::read_to_string(run.join("trials.jsonl")).unwrap();
+    std::fs::write(run.join("trials.jsonl"), format!("{trials}{trials}")).unwrap();
+    // A torn request tail that a resume would cut.
+    let mut requests = std::fs::read(run.join("requests.jsonl")).unwrap();
+    requests.extend_from_slice(b"{\"schema\":\"ctxb");
+    std::fs::write(run.join("requests.jsonl"), &requests).unwrap();
+    let manifest = std::fs::read(run.join("manifest.json")).unwrap();
+
+    let o = ctxbench(
+        dir.path(),
+        &["run", "--resume", "dup", "--progress", "none"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("trials.jsonl")
+            && err.contains("line 2")
+            && err.contains("complete row at line 1"),
+        "{err}"
+    );
+    // Nothing ran and nothing was changed.
+    assert_eq!(std::fs::read(run.join("manifest.json")).unwrap(), manifest);
+    assert_eq!(std::fs::read(run.join("requests.jsonl")).unwrap(), requests);
+    assert_eq!(trial_counts(&run).values().sum::<usize>(), 2);
 }
 
 #[test]

@@ -266,20 +266,27 @@ pub async fn execute(
     }
     let full = plan.full_matrix().len() as u64;
     let total = matrix.len() as u64;
+    let token = workspace_token(&plan.run_id);
     let (store, manifest, segment, done) = if plan.resume {
-        let (store, scan) = RunStore::resume(&plan.run_dir)?;
-        let mut manifest = scan.manifest;
-        let segment = manifest.resumes.len() as u32 + 1;
-        manifest.resumes.push(ResumeRecord {
-            at: now_rfc3339(),
-            trials_done: scan.done.len() as u64,
-            torn: scan.torn,
-        });
-        manifest.stopped = None;
-        if let Some(caps) = &plan.caps {
-            manifest.caps = Some(caps.clone());
-        }
-        crate::storage::write_manifest(&plan.run_dir, &manifest)?;
+        // The interrupted run's scratch workspaces (one per trial it had in flight).
+        let workspaces_removed = sweep_workspaces(&token);
+        let caps = plan.caps.clone();
+        let (store, scan) = RunStore::resume(&plan.run_dir, |manifest, scan| {
+            manifest.resumes.push(ResumeRecord {
+                at: now_rfc3339(),
+                trials_done: scan.done.len() as u64,
+                torn: scan.torn.clone(),
+                repaired: scan.repaired.clone(),
+                rerun: scan.rerun.clone(),
+                workspaces_removed,
+            });
+            manifest.stopped = None;
+            if let Some(caps) = caps {
+                manifest.caps = Some(caps);
+            }
+        })?;
+        let manifest = scan.manifest;
+        let segment = manifest.resumes.len() as u32;
         (store, manifest, segment, scan.done)
     } else {
         let manifest = plan.manifest(total, full);
@@ -308,6 +315,7 @@ pub async fn execute(
         let meter = meter.clone();
         let stop = stop.clone();
         let caps = plan.caps.clone();
+        let token = token.clone();
         tasks.spawn(async move {
             let _permit = permits
                 .acquire_owned()
@@ -319,7 +327,7 @@ pub async fn execute(
                     .get_or_insert(reached);
                 return Ok::<_, RunError>(None);
             }
-            let work = trial_workdir()?;
+            let work = run_workdir(&token)?;
             let record = run_trial(&spec, work.path()).await;
             meter.add(
                 record.stats.total_input_tokens,
@@ -362,32 +370,86 @@ pub async fn execute(
     Ok(totals)
 }
 
-/// Where a trial's scratch workspace (instruction file, session ledger) lives:
-/// `$CTXBENCH_WORKDIR`, else `/dev/shm` when it is a writable tmpfs, else the system temp
-/// directory. Every trial creates a workspace, a session ledger and snapshot files and
-/// renames its snapshot at every commit (once per turn); on a RAM disk each of those costs
-/// microseconds instead of a disk metadata update — with a snapshot after every record, as
-/// before group commit, it halved the wall time of short trials (docs/benchmarks.md). The
-/// workspace is deleted after the trial.
-pub fn trial_workdir() -> Result<tempfile::TempDir, StorageError> {
-    let base = std::env::var_os("CTXBENCH_WORKDIR")
+/// Where trials' scratch workspaces (instruction file, session ledger) live:
+/// `$CTXBENCH_WORKDIR`, else `/dev/shm` when it is a directory, else none (the system temp
+/// directory is the fallback). Every trial creates a workspace, a session ledger and
+/// snapshot files and renames its snapshot at every commit (once per turn); on a RAM disk
+/// each of those costs microseconds instead of a disk metadata update — with a snapshot
+/// after every record, as before group commit, it halved the wall time of short trials
+/// (docs/benchmarks.md).
+fn workdir_base() -> Option<PathBuf> {
+    std::env::var_os("CTXBENCH_WORKDIR")
         .map(PathBuf::from)
         .or_else(|| {
             let shm = PathBuf::from("/dev/shm");
             shm.is_dir().then_some(shm)
-        });
-    if let Some(base) = base {
-        if let Ok(dir) = tempfile::Builder::new()
-            .prefix("ctxbench-")
-            .tempdir_in(&base)
-        {
+        })
+}
+
+/// A trial's scratch workspace named `<prefix>XXXXXX` under [`workdir_base`] (else the
+/// system temp directory); deleted when dropped.
+fn workdir_with_prefix(prefix: &str) -> Result<tempfile::TempDir, StorageError> {
+    if let Some(base) = workdir_base() {
+        if let Ok(dir) = tempfile::Builder::new().prefix(prefix).tempdir_in(&base) {
             return Ok(dir);
         }
     }
-    tempfile::tempdir().map_err(|source| StorageError::Io {
-        path: std::env::temp_dir(),
-        source,
-    })
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| StorageError::Io {
+            path: std::env::temp_dir(),
+            source,
+        })
+}
+
+/// A scratch workspace for one trial outside any run (selftest); deleted after the trial.
+pub fn trial_workdir() -> Result<tempfile::TempDir, StorageError> {
+    workdir_with_prefix("ctxbench-")
+}
+
+/// The part of a run's workspace names that identifies the run: a process killed with
+/// `kill -9` cannot delete its trials' workspaces, so `--resume` finds them by it.
+pub fn workspace_token(run_id: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(run_id.as_bytes())[..6])
+}
+
+fn workspace_prefix(token: &str) -> String {
+    format!("ctxbench-{token}-")
+}
+
+/// A scratch workspace for one trial of the run with `token` ([`workspace_token`]);
+/// deleted after the trial, or by [`sweep_workspaces`] if the process dies first.
+pub fn run_workdir(token: &str) -> Result<tempfile::TempDir, StorageError> {
+    workdir_with_prefix(&workspace_prefix(token))
+}
+
+/// Delete the workspaces an interrupted run with `token` left behind (in the workspace
+/// root and the system temp directory); returns how many. Workspaces of other runs are
+/// never touched: the token is in the name.
+pub fn sweep_workspaces(token: &str) -> u64 {
+    let prefix = workspace_prefix(token);
+    let mut removed = 0;
+    let mut bases: Vec<PathBuf> = workdir_base().into_iter().collect();
+    bases.push(std::env::temp_dir());
+    bases.dedup();
+    for base in bases {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let ours = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix));
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if ours && is_dir && std::fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 /// Build the storage rows of a judged trial, secrets redacted.

@@ -316,7 +316,36 @@ pub fn write_all_atomically(
         }
         return Err(e);
     }
+    remove_stale_temporaries(out_dir);
     Ok(staged.into_iter().map(|(_, target)| target).collect())
+}
+
+/// Remove the temporary files (`.<file>.tmp-<pid>`) a report writer that was killed left
+/// in `out_dir`: only those of processes that no longer run (`/proc/<pid>` is gone), so a
+/// concurrent writer's files are left alone. Best effort; without `/proc` nothing is
+/// removed.
+pub fn remove_stale_temporaries(out_dir: &Path) {
+    let proc_dir = Path::new("/proc");
+    if !proc_dir.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(out_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = name
+            .strip_prefix('.')
+            .and_then(|n| n.rsplit_once(".tmp-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !proc_dir.join(pid.to_string()).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn write_one(ex: &dyn Exporter, data: &ReportData<'_>, tmp: &Path) -> Result<(), ExportError> {
@@ -357,6 +386,23 @@ mod tests {
         for ok in ["", "ok", "1", "a=b", "a \u{FF1D}b", "'=x", "  ", " x=1"] {
             assert_eq!(neutralise_cell(ok), ok);
         }
+    }
+
+    #[test]
+    fn temporaries_of_dead_writers_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A pid no process has (above the kernel's pid_max of 2^22).
+        let dead = dir.path().join(".trials.csv.tmp-4194305");
+        let live = dir
+            .path()
+            .join(format!(".trials.csv.tmp-{}", std::process::id()));
+        let other = dir.path().join(".notes.tmp-x");
+        for f in [&dead, &live, &other] {
+            std::fs::write(f, "x").expect("write");
+        }
+        remove_stale_temporaries(dir.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         ))
         .map_err(|e| match e {
             ctxbench_harness::runner::RunError::Plan(m) => exit::usage(m),
+            // Refused before anything ran (e.g. a trial with two rows): bad input.
+            ctxbench_harness::runner::RunError::Storage(
+                e @ ctxbench_harness::storage::StorageError::NotResumable { .. },
+            ) => exit::usage(e.to_string()),
             other => anyhow::Error::new(other).context(format!("run {}", run_dir.display())),
         })?;
     let report_dir = run_dir.join("report");

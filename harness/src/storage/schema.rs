@@ -163,9 +163,25 @@ pub struct ResumeRecord {
     pub at: String,
     /// Complete trials found.
     pub trials_done: u64,
-    /// Torn final records cut off, as `file: bytes`.
+    /// Torn final records cut off, as `file: bytes` (recorded before they are cut).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub torn: Vec<String>,
+    /// Final records that were whole but lacked their newline (a power cut between the row
+    /// and its `\n`), completed instead of cut, as `file: line N`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<String>,
+    /// Trials whose trial row was complete but whose request or event rows were torn (rows
+    /// written without a sync before a power cut): their trial row was withdrawn and they run
+    /// again, so no finished trial keeps a lost request row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rerun: Vec<String>,
+    /// Scratch workspaces of the interrupted run's trials that were deleted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub workspaces_removed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a run stopped early.
