@@ -85,6 +85,17 @@ pub struct ServeFakeArgs {
     /// Seed for --fault-rate.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub fault_seed: u64,
+    /// Most trials held at once: a new trial key beyond it evicts the least recently used
+    /// idle trial (whose next request is answered 410 `evicted_trial`).
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_trials: usize,
+    /// Seconds of idleness after which a trial is evicted (0: never).
+    #[arg(long, default_value_t = 1800, value_name = "SECS")]
+    pub trial_ttl: u64,
+    /// Instantiated scripts kept in memory (by scenario and trial seed); a script not kept
+    /// is rebuilt on its trial's next request.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub script_cache: usize,
 }
 
 /// `ctxbench selftest`.

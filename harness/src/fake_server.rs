@@ -8,7 +8,7 @@
 //! come from the suite the server was started with.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ctxbench_adapters::fake::{FakeScript, FakeTokenizer};
 use ctxbench_adapters::serve::ScriptResolver;
@@ -16,19 +16,88 @@ use ctxbench_adapters::serve::ScriptResolver;
 use crate::connect::parse_trial_key;
 use crate::scenario::Scenario;
 
+/// Scripts kept by default ([`SuiteScripts::with_cache`]).
+pub const DEFAULT_SCRIPT_CACHE: usize = 32;
+
 /// Resolves trial keys against a suite.
+///
+/// The server asks for a trial's script on every request (it keeps only the trial's
+/// position), so instantiated scripts — hundreds of kilobytes for a long session — are
+/// kept in a small least-recently-used cache by (scenario, trial seed): the modes of one
+/// trial share a script, and a trial in progress finds its script there. An evicted script
+/// is rebuilt byte for byte when asked again (instantiation is deterministic).
 pub struct SuiteScripts {
     scenarios: HashMap<String, Arc<Scenario>>,
     tokenizer: FakeTokenizer,
+    cache: Mutex<ScriptCache>,
+}
+
+/// (scenario, seed) → script and the tick of its latest use.
+struct ScriptCache {
+    capacity: usize,
+    tick: u64,
+    scripts: HashMap<(String, u64), (Arc<FakeScript>, u64)>,
 }
 
 impl SuiteScripts {
-    /// Serve the scripts of `scenarios`.
+    /// Serve the scripts of `scenarios`, caching [`DEFAULT_SCRIPT_CACHE`] of them.
     pub fn new(scenarios: impl IntoIterator<Item = Arc<Scenario>>) -> Self {
+        Self::with_cache(scenarios, DEFAULT_SCRIPT_CACHE)
+    }
+
+    /// Serve the scripts of `scenarios`, caching at most `capacity` (0: none).
+    pub fn with_cache(scenarios: impl IntoIterator<Item = Arc<Scenario>>, capacity: usize) -> Self {
         SuiteScripts {
             scenarios: scenarios.into_iter().map(|s| (s.id.clone(), s)).collect(),
             tokenizer: FakeTokenizer::new(),
+            cache: Mutex::new(ScriptCache {
+                capacity,
+                tick: 0,
+                scripts: HashMap::new(),
+            }),
         }
+    }
+
+    /// The script of `scenario` with `seed`, from the cache or instantiated (and cached).
+    pub fn shared_script(&self, scenario: &str, seed: u64) -> Option<Arc<FakeScript>> {
+        let id = (scenario.to_string(), seed);
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.tick += 1;
+            let tick = cache.tick;
+            if let Some((script, used)) = cache.scripts.get_mut(&id) {
+                *used = tick;
+                return Some(script.clone());
+            }
+        }
+        // Instantiate outside the lock: concurrent trials of other scripts go on.
+        let script = Arc::new(self.script(scenario, seed)?);
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.capacity == 0 {
+            return Some(script);
+        }
+        if cache.scripts.len() >= cache.capacity && !cache.scripts.contains_key(&id) {
+            let oldest = cache
+                .scripts
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                cache.scripts.remove(&oldest);
+            }
+        }
+        let tick = cache.tick;
+        cache.scripts.insert(id, (script.clone(), tick));
+        Some(script)
+    }
+
+    /// Scripts cached now.
+    pub fn cached(&self) -> usize {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .scripts
+            .len()
     }
 
     /// The script of `scenario` instantiated with `seed` (a trial seed).
@@ -45,6 +114,11 @@ impl ScriptResolver for SuiteScripts {
     fn resolve(&self, key: &str) -> Option<FakeScript> {
         let (scenario, seed, _mode, _trial) = parse_trial_key(key)?;
         self.script(&scenario, seed)
+    }
+
+    fn script(&self, key: &str) -> Option<Arc<FakeScript>> {
+        let (scenario, seed, _mode, _trial) = parse_trial_key(key)?;
+        self.shared_script(&scenario, seed)
     }
 }
 
@@ -68,5 +142,30 @@ mod tests {
         assert_eq!(scripts.resolve(&key), Some(direct));
         assert_eq!(scripts.resolve("nope~1~compact~0"), None);
         assert_eq!(scripts.resolve("garbage"), None);
+    }
+
+    #[test]
+    fn scripts_are_shared_across_modes_and_the_cache_is_bounded() {
+        let s = crate::scenario::load_str(
+            "t.yaml",
+            include_str!("../../scenarios/overflow-retry.yaml"),
+        )
+        .unwrap();
+        let id = s.id.clone();
+        let scripts = SuiteScripts::with_cache([Arc::new(s)], 2);
+        let off =
+            ScriptResolver::script(&scripts, &trial_key(&id, 1, crate::Mode::Off, 0)).unwrap();
+        let compact =
+            ScriptResolver::script(&scripts, &trial_key(&id, 1, crate::Mode::Compact, 0)).unwrap();
+        assert!(Arc::ptr_eq(&off, &compact), "one script per trial seed");
+        for seed in 2..10 {
+            ScriptResolver::script(&scripts, &trial_key(&id, seed, crate::Mode::Off, 0)).unwrap();
+        }
+        assert_eq!(scripts.cached(), 2);
+        // Rebuilt after eviction: equal, not the same allocation.
+        let again =
+            ScriptResolver::script(&scripts, &trial_key(&id, 1, crate::Mode::Off, 0)).unwrap();
+        assert!(!Arc::ptr_eq(&off, &again));
+        assert_eq!(*off, *again);
     }
 }

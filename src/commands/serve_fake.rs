@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ctxbench_adapters::serve::{
-    FakeServer, FakeServerConfig, FaultPlan, HttpFault, RandomFaults, ScheduledFault,
+    FakeServer, FakeServerConfig, FaultPlan, HttpFault, RandomFaults, ScheduledFault, TrialLimits,
 };
 use ctxbench_harness::connect::trial_key;
 use ctxbench_harness::fake_server::SuiteScripts;
@@ -31,7 +31,13 @@ pub fn serve_fake(args: ServeFakeArgs) -> anyhow::Result<i32> {
         None => ctxbench_adapters::serve::DEFAULT_TRIAL_KEY.to_string(),
     };
     let faults = fault_plan(&args)?;
-    let resolver = Arc::new(SuiteScripts::new(suite.into_iter().map(Arc::new)));
+    if args.max_trials == 0 {
+        return Err(exit::usage("--max-trials must be at least 1"));
+    }
+    let resolver = Arc::new(SuiteScripts::with_cache(
+        suite.into_iter().map(Arc::new),
+        args.script_cache,
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -47,6 +53,12 @@ pub fn serve_fake(args: ServeFakeArgs) -> anyhow::Result<i32> {
             FakeServerConfig {
                 default_key,
                 faults,
+                limits: TrialLimits {
+                    max_trials: args.max_trials,
+                    idle_ttl: (args.trial_ttl > 0)
+                        .then(|| std::time::Duration::from_secs(args.trial_ttl)),
+                    ..TrialLimits::default()
+                },
             },
         );
         let (_, handle) = server.spawn_on(listener).context("starting the server")?;

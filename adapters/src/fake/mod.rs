@@ -31,7 +31,9 @@ pub mod wrapper;
 
 pub use layout::{MemoryRule, Place};
 pub use probe::{answer_probe, recall, version_token, Recalled, RECALL_PREFIX, UNKNOWN_ANSWER};
-pub use provider::{FakeProvider, FINAL_REPLY, PARTIAL_OUTPUT_MAX_CHARS, UNSCRIPTED_REPLY};
+pub use provider::{
+    FakeProvider, FakeState, FINAL_REPLY, PARTIAL_OUTPUT_MAX_CHARS, UNSCRIPTED_REPLY,
+};
 pub use script::{FakeFact, FakeFault, FakeReply, FakeScript, FakeToolCall, FakeTurn};
 pub use summary::{build_summary, FakeSummaryDefect, SummaryProfile, SummaryRule};
 pub use taint::{acted_on, tainted, FakeHostile, ACTING_ON_AUTHORITY};

@@ -39,7 +39,7 @@
 //! request gets the same answer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::layout::MemoryRule;
 use super::opaque::{encode_opaque, readable_view};
@@ -82,8 +82,17 @@ fn overflow_message(window: u64, input: u64, output: u64) -> String {
 /// runtime that decorates the user's text).
 #[derive(Debug)]
 pub struct FakeProvider {
-    script: FakeScript,
+    script: Arc<FakeScript>,
     tokenizer: FakeTokenizer,
+    state: Arc<FakeState>,
+}
+
+/// What a [`FakeProvider`] remembers between requests — its request counter, its turn
+/// cursor and what the system under test declared — apart from the script, which is a
+/// pure function of the scenario and seed. A long-running server keeps only this per
+/// trial (a few hundred bytes) and shares or rebuilds the script (hundreds of kilobytes).
+#[derive(Debug)]
+pub struct FakeState {
     requests: AtomicU64,
     cursor: Mutex<usize>,
     /// What the system under test declared (memory markup, summary marker): from the
@@ -91,27 +100,60 @@ pub struct FakeProvider {
     declared: std::sync::RwLock<(Option<crate::Markup>, Option<String>)>,
 }
 
+impl FakeState {
+    /// The state of a provider about to play `script` from its first turn.
+    pub fn new(script: &FakeScript) -> Self {
+        FakeState {
+            requests: AtomicU64::new(0),
+            cursor: Mutex::new(0),
+            declared: std::sync::RwLock::new((
+                script.memory.clone(),
+                script.summary_marker.clone(),
+            )),
+        }
+    }
+
+    /// Physical requests received so far.
+    pub fn requests_seen(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
 impl FakeProvider {
     /// A provider playing `script` from its first turn.
     pub fn new(script: FakeScript) -> Self {
-        let declared = (script.memory.clone(), script.summary_marker.clone());
+        let state = Arc::new(FakeState::new(&script));
+        Self::with_state(Arc::new(script), state)
+    }
+
+    /// A provider playing `script` from where `state` left off: the same trial as every
+    /// other provider built on `state` (the script must be the one `state` started with).
+    pub fn with_state(script: Arc<FakeScript>, state: Arc<FakeState>) -> Self {
         FakeProvider {
             script,
             tokenizer: FakeTokenizer::new(),
-            requests: AtomicU64::new(0),
-            cursor: Mutex::new(0),
-            declared: std::sync::RwLock::new(declared),
+            state,
         }
+    }
+
+    /// This provider's state (see [`FakeProvider::with_state`]).
+    pub fn state(&self) -> &Arc<FakeState> {
+        &self.state
     }
 
     /// Take what the system under test declared about its request format (an external
     /// runtime declares it in the protocol's `ready`, after its model endpoint is up).
     pub fn declare(&self, memory: Option<crate::Markup>, summary_marker: Option<String>) {
-        *self.declared.write().unwrap_or_else(|e| e.into_inner()) = (memory, summary_marker);
+        *self
+            .state
+            .declared
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = (memory, summary_marker);
     }
 
     fn declared(&self) -> (Option<crate::Markup>, Option<String>) {
-        self.declared
+        self.state
+            .declared
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -156,14 +198,14 @@ impl FakeProvider {
 
     /// Physical requests received so far, answered or rejected.
     pub fn requests_seen(&self) -> u64 {
-        self.requests.load(Ordering::SeqCst)
+        self.state.requests.load(Ordering::SeqCst)
     }
 
     /// The turn whose `user` is `text`, by the cursor rule; its index, if any. Does not move
     /// the cursor: only an answered request does ([`FakeProvider::commit_turn`]).
     fn find_turn(&self, text: &str) -> Option<usize> {
         let turns = &self.script.turns;
-        let at = *self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let at = *self.state.cursor.lock().unwrap_or_else(|e| e.into_inner());
         let order = || {
             std::iter::once(at)
                 .chain(at + 1..turns.len())
@@ -208,7 +250,7 @@ impl FakeProvider {
 
     /// Move the cursor to turn `idx` (the request that matched it was answered).
     fn commit_turn(&self, idx: usize) {
-        *self.cursor.lock().unwrap_or_else(|e| e.into_inner()) = idx;
+        *self.state.cursor.lock().unwrap_or_else(|e| e.into_inner()) = idx;
     }
 
     /// The scripted reply for `request` (probes answered from `view`, its readable form) and
@@ -367,7 +409,7 @@ impl Provider for FakeProvider {
     }
 
     async fn complete(&self, sent: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let n = self.state.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let input = self.admit(sent, n)?;
         // A wrapped conversation (one JSON prompt) is read back as its messages; the window
         // and usage count the request as sent.
@@ -466,7 +508,7 @@ impl Provider for FakeProvider {
                 ),
             });
         }
-        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let n = self.state.requests.fetch_add(1, Ordering::SeqCst) + 1;
         self.admit(request, n)?;
         if self.partial_overflow_at(n) {
             return Err(self.overflow(request, None));

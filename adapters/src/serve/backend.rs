@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use super::faults::ScheduledFault;
-use super::ScriptResolver;
 use crate::fake::FakeProvider;
 use crate::Provider;
 
@@ -117,47 +116,10 @@ where
     }
 }
 
-/// A [`ScriptResolver`] as a [`BackendResolver`]: a fresh [`FakeProvider`] playing the
-/// key's script.
-pub(crate) struct ScriptBackends(pub(crate) Arc<dyn ScriptResolver>);
-
-impl BackendResolver for ScriptBackends {
-    fn backend(&self, key: &str) -> Option<Backend> {
-        self.0
-            .resolve(key)
-            .map(|script| Backend::fake(FakeProvider::new(script)))
-    }
-
-    fn http_faults(&self, key: &str) -> Vec<ScheduledFault> {
-        self.0.http_faults(key)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::FakeScript;
-
-    #[test]
-    fn a_script_resolver_is_a_fake_backend_per_key() {
-        let resolver: Arc<dyn ScriptResolver> = Arc::new(|key: &str| {
-            (key == "known").then(|| FakeScript {
-                model: "fake-8k".into(),
-                context_window: 8192,
-                ..FakeScript::default()
-            })
-        });
-        let backends = ScriptBackends(resolver);
-        let b = backends.backend("known").unwrap();
-        assert_eq!(b.model(), Some("fake-8k"));
-        assert_eq!(b.provider().name(), "fake");
-        assert!(b.as_fake().is_some());
-        assert!(backends.backend("unknown").is_none());
-        assert!(backends.http_faults("known").is_empty());
-        // Each resolution is a fresh provider: a forgotten trial starts over.
-        let again = backends.backend("known").unwrap();
-        assert!(!Arc::ptr_eq(b.provider(), again.provider()));
-    }
+    use crate::fake::{FakeProvider, FakeScript};
 
     #[test]
     fn a_plain_provider_has_no_model_until_named() {

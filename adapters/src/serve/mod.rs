@@ -66,17 +66,23 @@ pub use faults::{FaultPlan, HttpFault, RandomFaults, ScheduledFault};
 pub use observe::{Endpoint, HttpFailure, HttpFailureKind};
 
 use crate::anthropic::wire as anthropic_wire;
-use crate::fake::{FakeProvider, FakeScript};
+use crate::fake::{FakeProvider, FakeScript, FakeState};
 use crate::openai::wire as openai_wire;
 pub use crate::transport::TRIAL_HEADER;
 use crate::{ModelRequest, Provider, ProviderError};
-use backend::ScriptBackends;
 use render::{json_response, Body, BoxError, FaultAnswer, StreamOptions, Wire};
 
 /// Turns an opaque trial key into the script the fake provider plays for it.
 pub trait ScriptResolver: Send + Sync {
     /// The script for `key`, or `None` for an unknown key (answered with a 404).
     fn resolve(&self, key: &str) -> Option<FakeScript>;
+
+    /// The script for `key`, shared. The server asks on every request of a trial (it keeps
+    /// only the trial's [`FakeState`]), so a resolver serving many trials should cache
+    /// (the same key must always give the same script). Default: [`Self::resolve`].
+    fn script(&self, key: &str) -> Option<Arc<FakeScript>> {
+        self.resolve(key).map(Arc::new)
+    }
 
     /// HTTP faults for this key, on top of the server's [`FaultPlan`]. None by default.
     fn http_faults(&self, key: &str) -> Vec<ScheduledFault> {
@@ -122,6 +128,40 @@ pub const DEFAULT_TRIAL_KEY: &str = "default";
 /// Largest request body accepted by default ([`FakeServer::with_max_body_bytes`]).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
+/// Largest [`crate::transport::DECLARE_HEADER`] value the server keeps for a trial.
+pub const MAX_DECLARATION_BYTES: usize = 16 * 1024;
+
+/// What the server keeps per trial key, and for how long: a server that runs for days and
+/// may be reached by anyone on its network holds bounded memory whatever keys arrive.
+///
+/// A trial's state is its script position (for the fake: a few hundred bytes; the script
+/// itself is the resolver's, shared or rebuilt), its counters and its key. A trial idle for
+/// longer than `idle_ttl` is evicted; a new key when `max_trials` trials are held evicts
+/// the least recently used trial without a request in flight, and is refused (503, retried
+/// by clients) when every trial has one. An evicted trial's next request is answered 410
+/// `evicted_trial` with the reason — never silently from the start of its script — for as
+/// long as its key is remembered (at most `max_trials` keys, and `idle_ttl`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialLimits {
+    /// Most trial keys held at once (at least 1).
+    pub max_trials: usize,
+    /// Idle time after which a trial is evicted; `None` keeps trials until `max_trials`
+    /// pushes them out (or [`FakeServerHandle::forget`]).
+    pub idle_ttl: Option<Duration>,
+    /// Longest trial key accepted, in bytes (a longer one is answered 400 `too_large`).
+    pub max_key_bytes: usize,
+}
+
+impl Default for TrialLimits {
+    fn default() -> Self {
+        TrialLimits {
+            max_trials: 4096,
+            idle_ttl: None,
+            max_key_bytes: 256,
+        }
+    }
+}
+
 /// Server-wide settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeServerConfig {
@@ -129,6 +169,8 @@ pub struct FakeServerConfig {
     pub default_key: String,
     /// HTTP faults.
     pub faults: FaultPlan,
+    /// What is kept per trial, and for how long.
+    pub limits: TrialLimits,
 }
 
 impl Default for FakeServerConfig {
@@ -136,54 +178,237 @@ impl Default for FakeServerConfig {
         FakeServerConfig {
             default_key: DEFAULT_TRIAL_KEY.into(),
             faults: FaultPlan::default(),
+            limits: TrialLimits::default(),
         }
     }
 }
 
+/// Where trials' backends come from.
+enum Source {
+    /// Any backend, kept for the trial's life.
+    Backends(Arc<dyn BackendResolver>),
+    /// The fake playing a script: the trial keeps only its [`FakeState`]; the script is
+    /// asked for again per request (the resolver caches or rebuilds it).
+    Scripts(Arc<dyn ScriptResolver>),
+}
+
+impl Source {
+    fn http_faults(&self, key: &str) -> Vec<ScheduledFault> {
+        match self {
+            Source::Backends(r) => r.http_faults(key),
+            Source::Scripts(r) => r.http_faults(key),
+        }
+    }
+}
+
+/// A trial's backend as the server keeps it between requests.
+enum TrialBackend {
+    Fixed(Backend),
+    Script { state: Arc<FakeState> },
+}
+
 /// One trial's state on the server.
 struct Trial {
-    backend: Backend,
+    backend: TrialBackend,
     faults: Vec<ScheduledFault>,
     /// Completion requests received, faulted ones included: the number faults go by.
     http_requests: AtomicU64,
     /// Completion requests forwarded to the backend.
     forwarded: AtomicU64,
+    /// Milliseconds since the server started, at the trial's latest request.
+    last_used: AtomicU64,
+}
+
+/// Why a trial key is not served.
+enum Refusal {
+    /// The resolver does not know the key.
+    Unknown,
+    /// The trial was evicted: the message says why.
+    Evicted(String),
+    /// Every trial slot has a request in flight.
+    Full(usize),
+}
+
+/// A remembered eviction.
+struct Eviction {
+    at_ms: u64,
+    reason: String,
+    requests: u64,
+}
+
+/// The live trials and the keys evicted recently.
+#[derive(Default)]
+struct Table {
+    live: HashMap<String, Arc<Trial>>,
+    evicted: HashMap<String, Eviction>,
+    /// Evicted keys, oldest first, with their eviction time (to bound `evicted`).
+    evicted_order: std::collections::VecDeque<(String, u64)>,
+    last_sweep_ms: u64,
 }
 
 struct Shared {
-    backends: Arc<dyn BackendResolver>,
+    source: Source,
     config: FakeServerConfig,
     observer: Option<Arc<dyn ExchangeObserver>>,
     max_body_bytes: usize,
-    trials: Mutex<HashMap<String, Arc<Trial>>>,
+    trials: Mutex<Table>,
+    started: std::time::Instant,
     faults_injected: AtomicU64,
     shutdown: watch::Receiver<bool>,
 }
 
+impl Table {
+    /// Move `key` from the live trials to the evicted ones, with `reason`.
+    fn evict(&mut self, key: &str, reason: String, now_ms: u64, max: usize) {
+        let Some(trial) = self.live.remove(key) else {
+            return;
+        };
+        self.evicted.insert(
+            key.to_string(),
+            Eviction {
+                at_ms: now_ms,
+                reason,
+                requests: trial.http_requests.load(Ordering::SeqCst),
+            },
+        );
+        self.evicted_order.push_back((key.to_string(), now_ms));
+        while self.evicted_order.len() > max {
+            if let Some((old, at)) = self.evicted_order.pop_front() {
+                if self.evicted.get(&old).is_some_and(|e| e.at_ms == at) {
+                    self.evicted.remove(&old);
+                }
+            }
+        }
+    }
+}
+
 impl Shared {
-    fn trials(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Trial>>> {
+    fn trials(&self) -> std::sync::MutexGuard<'_, Table> {
         self.trials.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The trial for `key`, created on first use; `None` when the resolver does not know it.
-    fn trial(&self, key: &str) -> Option<Arc<Trial>> {
-        if let Some(t) = self.trials().get(key) {
-            return Some(t.clone());
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Evict trials idle for longer than the TTL (at most every quarter TTL, so a flood of
+    /// new keys does not scan the table on every request), and forget evictions older
+    /// than the TTL.
+    fn sweep(&self, table: &mut Table, now_ms: u64) {
+        let limits = &self.config.limits;
+        let Some(ttl) = limits.idle_ttl else { return };
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        if now_ms.saturating_sub(table.last_sweep_ms) < (ttl_ms / 4).max(1) {
+            return;
+        }
+        table.last_sweep_ms = now_ms;
+        let idle: Vec<String> = table
+            .live
+            .iter()
+            .filter(|(_, t)| {
+                Arc::strong_count(t) == 1
+                    && now_ms.saturating_sub(t.last_used.load(Ordering::SeqCst)) > ttl_ms
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in idle {
+            let reason = format!(
+                "it was idle for longer than the trial TTL of {} s",
+                ttl.as_secs()
+            );
+            table.evict(&key, reason, now_ms, limits.max_trials);
+        }
+        while let Some((key, at)) = table.evicted_order.front().cloned() {
+            if now_ms.saturating_sub(at) <= ttl_ms {
+                break;
+            }
+            table.evicted_order.pop_front();
+            if table.evicted.get(&key).is_some_and(|e| e.at_ms == at) {
+                table.evicted.remove(&key);
+            }
+        }
+    }
+
+    /// The trial for `key`, created on first use within the [`TrialLimits`].
+    fn trial(&self, key: &str) -> Result<Arc<Trial>, Refusal> {
+        self.trial_at(key, self.now_ms())
+    }
+
+    /// [`Shared::trial`] at `now` (milliseconds since the server started).
+    fn trial_at(&self, key: &str, now: u64) -> Result<Arc<Trial>, Refusal> {
+        {
+            let mut table = self.trials();
+            self.sweep(&mut table, now);
+            if let Some(t) = table.live.get(key) {
+                t.last_used.store(now, Ordering::SeqCst);
+                return Ok(t.clone());
+            }
+            if let Some(e) = table.evicted.get(key) {
+                return Err(Refusal::Evicted(format!(
+                    "trial `{key}` was evicted by the server after {} request(s) because {}; \
+                     its script position is lost, so this request cannot be answered as the \
+                     trial expects — run the trial again (a new trial key), or raise the \
+                     server's limits (serve-fake --max-trials, --trial-ttl)",
+                    e.requests, e.reason
+                )));
+            }
         }
         // Resolve outside the lock (a resolver may be slow); first insert wins.
-        let backend = self.backends.backend(key)?;
+        let backend = match &self.source {
+            Source::Backends(r) => TrialBackend::Fixed(r.backend(key).ok_or(Refusal::Unknown)?),
+            Source::Scripts(r) => {
+                let script = r.script(key).ok_or(Refusal::Unknown)?;
+                TrialBackend::Script {
+                    state: Arc::new(FakeState::new(&script)),
+                }
+            }
+        };
         let trial = Arc::new(Trial {
             backend,
-            faults: self.backends.http_faults(key),
+            faults: self.source.http_faults(key),
             http_requests: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
+            last_used: AtomicU64::new(now),
         });
-        Some(
-            self.trials()
-                .entry(key.to_string())
-                .or_insert(trial)
-                .clone(),
-        )
+        let max = self.config.limits.max_trials.max(1);
+        let mut table = self.trials();
+        if let Some(t) = table.live.get(key) {
+            return Ok(t.clone());
+        }
+        if table.live.len() >= max {
+            // The least recently used trial without a request in flight makes room.
+            let victim = table
+                .live
+                .iter()
+                .filter(|(_, t)| Arc::strong_count(t) == 1)
+                .min_by_key(|(_, t)| t.last_used.load(Ordering::SeqCst))
+                .map(|(k, _)| k.clone());
+            let Some(victim) = victim else {
+                return Err(Refusal::Full(max));
+            };
+            let reason =
+                format!("the server holds at most {max} trials and it was the least recently used");
+            table.evict(&victim, reason, now, max);
+        }
+        table.evicted.remove(key);
+        table.live.insert(key.to_string(), trial.clone());
+        Ok(trial)
+    }
+
+    /// The backend answering `trial` now: its own, or the fake rebuilt on its state.
+    fn backend(&self, key: &str, trial: &Trial) -> Option<Backend> {
+        match (&trial.backend, &self.source) {
+            (TrialBackend::Fixed(b), _) => Some(b.clone()),
+            (TrialBackend::Script { state }, Source::Scripts(r)) => r
+                .script(key)
+                .map(|script| Backend::fake(FakeProvider::with_state(script, state.clone()))),
+            (TrialBackend::Script { .. }, Source::Backends(_)) => None,
+        }
+    }
+
+    /// Live trials (for tests and the soak).
+    fn live(&self) -> usize {
+        self.trials().live.len()
     }
 
     fn notify(&self, key: &str, failure: &HttpFailure) {
@@ -227,7 +452,7 @@ fn failure(
 /// or [`FakeServer::with_backends`] (any provider), then [`FakeServer::spawn`] (loopback,
 /// ephemeral port) or [`FakeServer::spawn_on`] (a listener of your choice).
 pub struct FakeServer {
-    backends: Arc<dyn BackendResolver>,
+    source: Source,
     config: FakeServerConfig,
     observer: Option<Arc<dyn ExchangeObserver>>,
     max_body_bytes: usize,
@@ -253,13 +478,18 @@ impl FakeServer {
     /// A server playing the fake provider: `resolver` turns each key into a script, and the
     /// key gets its own [`FakeProvider`].
     pub fn new(resolver: Arc<dyn ScriptResolver>, config: FakeServerConfig) -> Self {
-        Self::with_backends(Arc::new(ScriptBackends(resolver)), config)
+        FakeServer {
+            source: Source::Scripts(resolver),
+            config,
+            observer: None,
+            max_body_bytes: MAX_BODY_BYTES,
+        }
     }
 
     /// A server forwarding each key's requests to the backend `backends` resolves it to.
     pub fn with_backends(backends: Arc<dyn BackendResolver>, config: FakeServerConfig) -> Self {
         FakeServer {
-            backends,
+            source: Source::Backends(backends),
             config,
             observer: None,
             max_body_bytes: MAX_BODY_BYTES,
@@ -292,11 +522,12 @@ impl FakeServer {
         let addr = listener.local_addr()?;
         let (tx, rx) = watch::channel(false);
         let shared = Arc::new(Shared {
-            backends: self.backends,
+            source: self.source,
             config: self.config,
             observer: self.observer,
             max_body_bytes: self.max_body_bytes,
-            trials: Mutex::new(HashMap::new()),
+            trials: Mutex::new(Table::default()),
+            started: std::time::Instant::now(),
             faults_injected: AtomicU64::new(0),
             shutdown: rx,
         });
@@ -345,6 +576,7 @@ impl FakeServerHandle {
     pub fn requests(&self, key: &str) -> u64 {
         self.shared
             .trials()
+            .live
             .get(key)
             .map_or(0, |t| t.http_requests.load(Ordering::SeqCst))
     }
@@ -353,12 +585,22 @@ impl FakeServerHandle {
     /// provider its own request counter, for any other backend the completions the server
     /// forwarded to it.
     pub fn provider_requests(&self, key: &str) -> u64 {
-        self.shared.trials().get(key).map_or(0, |t| {
-            t.backend.as_fake().map_or_else(
-                || t.forwarded.load(Ordering::SeqCst),
-                FakeProvider::requests_seen,
-            )
-        })
+        self.shared
+            .trials()
+            .live
+            .get(key)
+            .map_or(0, |t| match &t.backend {
+                TrialBackend::Script { state } => state.requests_seen(),
+                TrialBackend::Fixed(b) => b.as_fake().map_or_else(
+                    || t.forwarded.load(Ordering::SeqCst),
+                    FakeProvider::requests_seen,
+                ),
+            })
+    }
+
+    /// Trials held now (at most [`TrialLimits::max_trials`]).
+    pub fn live_trials(&self) -> usize {
+        self.shared.live()
     }
 
     /// Faults injected so far, all keys.
@@ -368,7 +610,7 @@ impl FakeServerHandle {
 
     /// Drop the state of a finished trial (its next request would start a fresh backend).
     pub fn forget(&self, key: &str) {
-        self.shared.trials().remove(key);
+        self.shared.trials().live.remove(key);
     }
 
     /// Stop accepting, cut hanging requests, let in-flight answers finish, and wait.
@@ -456,6 +698,20 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                 .map(str::to_string)
         })
         .unwrap_or_else(|| shared.config.default_key.clone());
+    let max_key = shared.config.limits.max_key_bytes;
+    if key.len() > max_key {
+        let f = failure(
+            HttpFailureKind::TooLarge,
+            None,
+            format!(
+                "trial key of {} bytes; the server accepts at most {max_key}",
+                key.len()
+            ),
+            None,
+        );
+        let short: String = key.chars().take(64).collect();
+        return Ok(shared.reject(&short, Wire::OpenAi, 400, f));
+    }
     let Some(endpoint) = Endpoint::of_route(rest.trim_end_matches('/')) else {
         let f = failure(
             HttpFailureKind::UnknownRoute,
@@ -489,7 +745,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
 fn models(shared: &Shared, key: &str) -> Response<Body> {
     let model = shared
         .trial(key)
-        .and_then(|t| t.backend.model().map(str::to_string));
+        .ok()
+        .and_then(|t| shared.backend(key, &t))
+        .and_then(|b| b.model().map(str::to_string));
     let data: Vec<Value> = model
         .iter()
         .map(|id| {
@@ -580,7 +838,7 @@ async fn admit(
     key: &str,
     endpoint: Endpoint,
     req: Request<Incoming>,
-) -> Result<(Parsed, Arc<Trial>), Response<Body>> {
+) -> Result<(Parsed, Arc<Trial>, Backend), Response<Body>> {
     let wire = endpoint.wire();
     let bytes = match read_body(req, shared.max_body_bytes).await {
         Ok(b) => b,
@@ -590,16 +848,44 @@ async fn admit(
         }
     };
     let parsed = parse(wire, &bytes);
-    let Some(trial) = shared.trial(key) else {
-        let f = failure(
+    let request = || parsed.request.as_ref().ok().cloned();
+    let unknown = || {
+        failure(
             HttpFailureKind::UnknownTrial,
             Some(endpoint),
             format!("no backend for trial key `{key}`"),
-            parsed.request.as_ref().ok().cloned(),
-        );
-        return Err(shared.reject(key, wire, 404, f));
+            request(),
+        )
     };
-    Ok((parsed, trial))
+    let trial = match shared.trial(key) {
+        Ok(t) => t,
+        Err(Refusal::Unknown) => return Err(shared.reject(key, wire, 404, unknown())),
+        Err(Refusal::Evicted(message)) => {
+            let f = failure(
+                HttpFailureKind::EvictedTrial,
+                Some(endpoint),
+                message,
+                request(),
+            );
+            return Err(shared.reject(key, wire, 410, f));
+        }
+        Err(Refusal::Full(max)) => {
+            let f = failure(
+                HttpFailureKind::TooManyTrials,
+                Some(endpoint),
+                format!(
+                    "the server holds {max} trials, each with a request in flight; retry \
+                     shortly (serve-fake --max-trials raises the limit)"
+                ),
+                request(),
+            );
+            return Err(shared.reject(key, wire, 503, f));
+        }
+    };
+    let Some(backend) = shared.backend(key, &trial) else {
+        return Err(shared.reject(key, wire, 404, unknown()));
+    };
+    Ok((parsed, trial, backend))
 }
 
 /// `POST /v1/chat/completions` and `POST /v1/messages`.
@@ -616,11 +902,23 @@ async fn complete(
         .get(crate::transport::DECLARE_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let (parsed, trial) = match admit(&shared, &key, endpoint, req).await {
+    if declared
+        .as_ref()
+        .is_some_and(|d| d.len() > MAX_DECLARATION_BYTES)
+    {
+        let f = failure(
+            HttpFailureKind::TooLarge,
+            Some(endpoint),
+            format!("declaration header larger than {MAX_DECLARATION_BYTES} bytes"),
+            None,
+        );
+        return Ok(shared.reject(&key, wire, 400, f));
+    }
+    let (parsed, trial, backend) = match admit(&shared, &key, endpoint, req).await {
         Ok(admitted) => admitted,
         Err(rejected) => return Ok(rejected),
     };
-    if let (Some(fake), Some(declared)) = (trial.backend.as_fake(), declared.as_deref()) {
+    if let (Some(fake), Some(declared)) = (backend.as_fake(), declared.as_deref()) {
         if let Some((memory, marker)) = crate::transport::decode_declaration(declared) {
             fake.declare(memory, marker);
         }
@@ -642,7 +940,7 @@ async fn complete(
     };
     trial.forwarded.fetch_add(1, Ordering::SeqCst);
     let t0 = std::time::Instant::now();
-    let result = trial.backend.provider().complete(&request).await;
+    let result = backend.provider().complete(&request).await;
     if let Some(observer) = &shared.observer {
         observer.exchange(&key, &request, &result, t0.elapsed().as_millis() as u64);
     }
@@ -700,7 +998,7 @@ async fn count_tokens(
 ) -> Result<Response<Body>, BoxError> {
     let endpoint = Endpoint::CountTokens;
     let wire = endpoint.wire();
-    let (parsed, trial) = match admit(&shared, &key, endpoint, req).await {
+    let (parsed, _trial, backend) = match admit(&shared, &key, endpoint, req).await {
         Ok(admitted) => admitted,
         Err(rejected) => return Ok(rejected),
     };
@@ -711,9 +1009,9 @@ async fn count_tokens(
             return Ok(shared.reject(&key, wire, 400, f));
         }
     };
-    let tokens = match trial.backend.as_fake() {
+    let tokens = match backend.as_fake() {
         Some(fake) => fake.true_input_tokens(&request),
-        None => match trial.backend.provider().count_tokens(&request).await {
+        None => match backend.provider().count_tokens(&request).await {
             Ok(Some(n)) => n,
             Ok(None) => {
                 let f = failure(
@@ -721,7 +1019,7 @@ async fn count_tokens(
                     Some(endpoint),
                     format!(
                         "backend `{}` offers no token count",
-                        trial.backend.provider().name()
+                        backend.provider().name()
                     ),
                     Some(request),
                 );
@@ -740,6 +1038,7 @@ async fn count_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn paths_split_into_key_and_route() {
@@ -753,5 +1052,127 @@ mod tests {
         );
         assert_eq!(split_path("/t//v1/models"), (None, "t//v1/models"));
         assert_eq!(split_path("/chat/completions"), (None, "chat/completions"));
+    }
+
+    /// Scripts for keys starting with `k`, counting how often one is asked for.
+    struct Counting(AtomicUsize);
+
+    impl ScriptResolver for Counting {
+        fn resolve(&self, key: &str) -> Option<FakeScript> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            key.starts_with('k').then(|| FakeScript {
+                model: "fake-1k".into(),
+                context_window: 1024,
+                ..FakeScript::default()
+            })
+        }
+    }
+
+    fn shared(limits: TrialLimits) -> (Shared, Arc<Counting>) {
+        let resolver = Arc::new(Counting(AtomicUsize::new(0)));
+        let (_tx, rx) = watch::channel(false);
+        let shared = Shared {
+            source: Source::Scripts(resolver.clone()),
+            config: FakeServerConfig {
+                limits,
+                ..FakeServerConfig::default()
+            },
+            observer: None,
+            max_body_bytes: MAX_BODY_BYTES,
+            trials: Mutex::new(Table::default()),
+            started: std::time::Instant::now(),
+            faults_injected: AtomicU64::new(0),
+            shutdown: rx,
+        };
+        (shared, resolver)
+    }
+
+    fn evicted(r: Result<Arc<Trial>, Refusal>) -> String {
+        match r {
+            Err(Refusal::Evicted(m)) => m,
+            Err(Refusal::Full(n)) => panic!("full ({n})"),
+            Err(Refusal::Unknown) => panic!("unknown"),
+            Ok(_) => panic!("served"),
+        }
+    }
+
+    #[test]
+    fn a_new_key_at_the_cap_evicts_the_least_recently_used_idle_trial() {
+        let (s, _) = shared(TrialLimits {
+            max_trials: 2,
+            ..TrialLimits::default()
+        });
+        s.trial_at("k1", 0).ok().unwrap();
+        s.trial_at("k2", 1).ok().unwrap();
+        s.trial_at("k1", 2).ok().unwrap(); // k2 is now the least recently used
+        s.trial_at("k3", 3).ok().unwrap();
+        assert_eq!(s.live(), 2);
+        let why = evicted(s.trial_at("k2", 4));
+        assert!(why.contains("trial `k2` was evicted"), "{why}");
+        assert!(why.contains("at most 2 trials"), "{why}");
+        assert!(s
+            .trial_at("nope", 5)
+            .is_err_and(|r| matches!(r, Refusal::Unknown)));
+        // A trial with a request in flight is never evicted: with both held, a new key is
+        // refused instead.
+        let held = (
+            s.trial_at("k1", 6).ok().unwrap(),
+            s.trial_at("k3", 6).ok().unwrap(),
+        );
+        assert!(matches!(s.trial_at("k4", 7), Err(Refusal::Full(2))));
+        drop(held);
+        assert!(s.trial_at("k4", 8).is_ok());
+    }
+
+    #[test]
+    fn idle_trials_expire_and_their_eviction_is_remembered_for_one_ttl() {
+        let (s, _) = shared(TrialLimits {
+            max_trials: 100,
+            idle_ttl: Some(Duration::from_secs(10)),
+            ..TrialLimits::default()
+        });
+        s.trial_at("k1", 0).ok().unwrap();
+        s.trial_at("k2", 9_000).ok().unwrap();
+        // At 12 s, k1 (idle 12 s) expires and k2 (idle 3 s) stays. (The table is swept at
+        // most every quarter TTL, so a flood of keys does not scan it per request.)
+        s.trial_at("k3", 12_000).ok().unwrap();
+        assert_eq!(s.live(), 2);
+        let why = evicted(s.trial_at("k1", 12_500));
+        assert!(
+            why.contains("idle for longer than the trial TTL of 10 s"),
+            "{why}"
+        );
+        // Asked again, still the same clear error; once the eviction is a TTL old, the key
+        // starts a new trial.
+        s.trial_at("k2", 15_000).ok().unwrap();
+        s.trial_at("k3", 15_000).ok().unwrap();
+        evicted(s.trial_at("k1", 16_000));
+        assert!(s.trial_at("k1", 23_000).is_ok());
+        assert_eq!(s.live(), 3);
+    }
+
+    #[test]
+    fn state_stays_bounded_under_any_number_of_distinct_keys() {
+        let (s, resolver) = shared(TrialLimits {
+            max_trials: 8,
+            idle_ttl: Some(Duration::from_secs(60)),
+            ..TrialLimits::default()
+        });
+        for i in 0..10_000u64 {
+            let key = format!("k{i}");
+            let t = s.trial_at(&key, i).ok().unwrap();
+            // The trial keeps its state, not its script: the script is asked for per use.
+            assert!(
+                s.backend(&key, &t)
+                    .and_then(|b| b.as_fake().map(|f| f.script().context_window))
+                    == Some(1024)
+            );
+        }
+        let table = s.trials();
+        assert_eq!(table.live.len(), 8);
+        assert!(table.evicted.len() <= 8 && table.evicted_order.len() <= 8);
+        drop(table);
+        // One resolution to create each trial and one per use.
+        assert_eq!(resolver.0.load(Ordering::SeqCst), 20_000);
     }
 }

@@ -75,6 +75,14 @@ pub enum HttpFailureKind {
     /// The backend does not offer the operation (`count_tokens` on a backend without an
     /// exact count).
     Unsupported,
+    /// The trial's state was evicted ([`super::TrialLimits`]) while its session went on:
+    /// its script position is lost, so the request cannot be answered as the trial expects.
+    EvictedTrial,
+    /// A new trial key while every one of [`super::TrialLimits::max_trials`] trials has a
+    /// request in flight.
+    TooManyTrials,
+    /// A trial key (or a declaration header) larger than the server keeps.
+    TooLarge,
 }
 
 impl HttpFailureKind {
@@ -90,6 +98,9 @@ impl HttpFailureKind {
             HttpFailureKind::MethodNotAllowed => "method_not_allowed",
             HttpFailureKind::UnknownRoute => "unknown_route",
             HttpFailureKind::Unsupported => "unsupported",
+            HttpFailureKind::EvictedTrial => "evicted_trial",
+            HttpFailureKind::TooManyTrials => "too_many_trials",
+            HttpFailureKind::TooLarge => "too_large",
         }
     }
 }
