@@ -114,6 +114,13 @@ impl FakeServer {
     }
 }
 
+impl FakeServer {
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for FakeServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
