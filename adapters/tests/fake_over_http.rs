@@ -415,3 +415,51 @@ async fn openai_client_wire_shape_headers_and_key_hygiene() {
     let e = dead.complete(&first_request()).await.unwrap_err();
     assert!(matches!(e, ProviderError::Unavailable { .. }), "{e:?}");
 }
+
+/// A trial pushed out by a newer one (`max_trials: 1`) is not silently restarted: its next
+/// request is a 410 that names the trial and why, which the client does not retry.
+#[tokio::test(flavor = "current_thread")]
+async fn an_evicted_trial_gets_a_clear_error_not_a_restarted_script() {
+    let (_, handle) = FakeServer::new(
+        Arc::new(Resolver::default()),
+        FakeServerConfig {
+            limits: ctxbench_adapters::serve::TrialLimits {
+                max_trials: 1,
+                ..Default::default()
+            },
+            ..FakeServerConfig::default()
+        },
+    )
+    .spawn()
+    .await
+    .unwrap();
+    let req = ModelRequest {
+        model: "fake-16k".into(),
+        messages: vec![Message::system("Be careful."), Message::user("Fix the build.")],
+        tools: tools(),
+        max_output_tokens: 256,
+    };
+    let a = client(handle.trial_base_url("trial-a"));
+    let b = client(handle.trial_base_url("trial-b"));
+    a.complete(&req).await.unwrap();
+    b.complete(&req).await.unwrap();
+    assert_eq!(handle.live_trials(), 1);
+    match a.complete(&req).await.unwrap_err() {
+        ProviderError::Rejected { status, message } => {
+            assert_eq!(status, 410);
+            assert!(
+                message.contains("trial `trial-a` was evicted")
+                    && message.contains("after 1 request(s)")
+                    && message.contains("at most 1 trials"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // An over-long key is refused before any state is kept.
+    let long = client(handle.trial_base_url(&"k".repeat(300)));
+    let err = long.complete(&req).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Rejected { status: 400, .. }), "{err:?}");
+    assert_eq!(handle.live_trials(), 1);
+    handle.shutdown().await;
+}
