@@ -15,6 +15,7 @@ use ctxbench_adapters::anthropic::{AnthropicConfig, AnthropicProvider};
 use ctxbench_adapters::fake::{FakeFault, FakeProvider, FakeScript};
 use ctxbench_adapters::openai::wire::{self as openai_wire, SseError};
 use ctxbench_adapters::openai::{OpenAiConfig, OpenAiProvider};
+use ctxbench_adapters::resilience::{AdaptiveLimiter, Resilient, RetryPolicy};
 use ctxbench_adapters::serve::{
     Backend, Endpoint, ExchangeObserver, FakeServer, FakeServerConfig, FakeServerHandle,
     HttpFailure, HttpFailureKind, HttpFault, ScheduledFault, ScriptResolver, TRIAL_HEADER,
@@ -1143,4 +1144,120 @@ async fn requests_that_never_reach_the_backend_are_reported() {
         .await;
     assert_eq!(only.0.load(Ordering::SeqCst), 1);
     handle.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// A stream cut mid-response, through the recording proxy
+// ---------------------------------------------------------------------------------------
+
+/// ctxbench's recording proxy as the driver builds it for an external agent with an HTTP
+/// provider: a server whose backend is the upstream model behind the retry layer. The
+/// upstream is the fake served over HTTP (fault-free, or cutting its first answer in half).
+async fn proxy(
+    upstream: &FakeServerHandle,
+    upstream_key: &str,
+    faults: Vec<ScheduledFault>,
+) -> (FakeServerHandle, Arc<Recorder>, Arc<Resilient<OpenAiProvider>>) {
+    let retrying = Arc::new(Resilient::new(
+        openai(upstream.trial_base_url(upstream_key)),
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            attempt_timeout: Some(Duration::from_secs(20)),
+            ..RetryPolicy::default()
+        },
+        Arc::new(AdaptiveLimiter::new(2)),
+    ));
+    let backend = Backend::new(retrying.clone() as Arc<dyn Provider>).with_model("fake-16k");
+    let resolver = move |_: &str| Some(backend.clone());
+    let recorder = Arc::new(Recorder::default());
+    let mut config = FakeServerConfig::default();
+    config.faults.at_request = faults;
+    let (_, handle) = FakeServer::with_backends(Arc::new(resolver), config)
+        .with_observer(recorder.clone())
+        .spawn()
+        .await
+        .unwrap();
+    (handle, recorder, retrying)
+}
+
+/// The agent's stream from the proxy is cut mid-event (on both wires): the agent sees a
+/// typed `malformed` failure, the proxy reports the cut with the request it had parsed, the
+/// upstream never saw that attempt (so it is not charged twice), and the agent's retry gets
+/// the complete answer — the one the fake gives in process.
+#[tokio::test(flavor = "current_thread")]
+async fn a_stream_cut_between_the_proxy_and_the_agent_is_typed_and_retried_cleanly() {
+    let expected = FakeProvider::new(script())
+        .complete(&first_request())
+        .await
+        .unwrap();
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let upstream = server(Resolver::default()).await;
+        let key = format!("{wire:?}");
+        let (handle, recorder, _) =
+            proxy(&upstream, &key, vec![at(1, HttpFault::TruncatedBody)]).await;
+        let agent = Streaming::new(
+            wire,
+            match wire {
+                Wire::OpenAi => handle.trial_base_url("agent"),
+                Wire::Anthropic => handle.trial_anthropic_base_url("agent"),
+            },
+        );
+        let cut = agent.complete(&first_request()).await.unwrap_err();
+        assert_eq!(cut.kind(), "malformed", "{wire:?}: {cut:?}");
+        let failures = recorder.failures();
+        assert_eq!(failures.len(), 1, "{wire:?}");
+        assert_eq!(
+            failures[0].1.kind,
+            HttpFailureKind::Fault {
+                fault: HttpFault::TruncatedBody
+            }
+        );
+        assert_eq!(failures[0].1.request.as_ref(), Some(&first_request()));
+        assert_eq!(upstream.requests(&key), 0, "{wire:?}: the cut attempt went upstream");
+
+        let answer = agent.complete(&first_request()).await.unwrap();
+        assert_eq!(answer, expected, "{wire:?}");
+        assert_eq!(upstream.requests(&key), 1, "{wire:?}");
+        assert_eq!(recorder.exchanges().len(), 1, "{wire:?}");
+        handle.shutdown().await;
+        upstream.shutdown().await;
+    }
+}
+
+/// The upstream cuts its answer to the proxy mid-body: the proxy's retry layer absorbs it
+/// (counted as a `malformed` retry), and the agent's stream on either wire arrives whole,
+/// equal to the fault-free answer.
+#[tokio::test(flavor = "current_thread")]
+async fn an_upstream_cut_mid_body_is_retried_by_the_proxy_and_the_agents_stream_is_whole() {
+    let expected = FakeProvider::new(script())
+        .complete(&first_request())
+        .await
+        .unwrap();
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let mut faults = HashMap::new();
+        faults.insert("up".to_string(), vec![at(1, HttpFault::TruncatedBody)]);
+        let upstream = server(Resolver { faults }).await;
+        let (handle, recorder, retrying) = proxy(&upstream, "up", Vec::new()).await;
+        let agent = Streaming::new(
+            wire,
+            match wire {
+                Wire::OpenAi => handle.trial_base_url("agent"),
+                Wire::Anthropic => handle.trial_anthropic_base_url("agent"),
+            },
+        );
+        let answer = agent.complete(&first_request()).await.unwrap();
+        assert_eq!(answer, expected, "{wire:?}");
+        let s = retrying.stats();
+        assert_eq!((s.attempts, s.retries_malformed), (2, 1), "{wire:?}: {s:?}");
+        // Two HTTP requests upstream, one answered by the fake: the cut one did not move
+        // its script.
+        assert_eq!(upstream.requests("up"), 2);
+        assert_eq!(upstream.provider_requests("up"), 1);
+        assert!(recorder.failures().is_empty(), "{wire:?}");
+        assert_eq!(recorder.exchanges().len(), 1);
+        handle.shutdown().await;
+        upstream.shutdown().await;
+    }
 }
