@@ -435,7 +435,10 @@ async fn an_evicted_trial_gets_a_clear_error_not_a_restarted_script() {
     .unwrap();
     let req = ModelRequest {
         model: "fake-16k".into(),
-        messages: vec![Message::system("Be careful."), Message::user("Fix the build.")],
+        messages: vec![
+            Message::system("Be careful."),
+            Message::user("Fix the build."),
+        ],
         tools: tools(),
         max_output_tokens: 256,
     };
@@ -459,7 +462,10 @@ async fn an_evicted_trial_gets_a_clear_error_not_a_restarted_script() {
     // An over-long key is refused before any state is kept.
     let long = client(handle.trial_base_url(&"k".repeat(300)));
     let err = long.complete(&req).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Rejected { status: 400, .. }), "{err:?}");
+    assert!(
+        matches!(err, ProviderError::Rejected { status: 400, .. }),
+        "{err:?}"
+    );
     assert_eq!(handle.live_trials(), 1);
     handle.shutdown().await;
 }

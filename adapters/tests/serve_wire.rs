@@ -1157,7 +1157,11 @@ async fn proxy(
     upstream: &FakeServerHandle,
     upstream_key: &str,
     faults: Vec<ScheduledFault>,
-) -> (FakeServerHandle, Arc<Recorder>, Arc<Resilient<OpenAiProvider>>) {
+) -> (
+    FakeServerHandle,
+    Arc<Recorder>,
+    Arc<Resilient<OpenAiProvider>>,
+) {
     let retrying = Arc::new(Resilient::new(
         openai(upstream.trial_base_url(upstream_key)),
         RetryPolicy {
@@ -1215,7 +1219,11 @@ async fn a_stream_cut_between_the_proxy_and_the_agent_is_typed_and_retried_clean
             }
         );
         assert_eq!(failures[0].1.request.as_ref(), Some(&first_request()));
-        assert_eq!(upstream.requests(&key), 0, "{wire:?}: the cut attempt went upstream");
+        assert_eq!(
+            upstream.requests(&key),
+            0,
+            "{wire:?}: the cut attempt went upstream"
+        );
 
         let answer = agent.complete(&first_request()).await.unwrap();
         assert_eq!(answer, expected, "{wire:?}");

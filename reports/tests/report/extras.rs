@@ -216,3 +216,87 @@ fn trial_drill_down_is_bounded() {
         1 + per_trial * u64::from(n_trials)
     );
 }
+
+/// `requests.parquet` holds exactly `requests.csv`: the same columns in the same order, and
+/// in every cell the same value — typed in Parquet, written by the CSV conventions in the
+/// CSV (6-decimal floats, empty cell for null, formulas neutralised with a leading `'`).
+#[test]
+fn requests_parquet_columns_and_values_equal_the_csv() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut fx = Fx::good("r1");
+    // Text a spreadsheet would evaluate, an empty string and non-ASCII text in string
+    // columns, next to nulls in the same columns.
+    let hostile = ["=1+1", " \u{FF1D}SUM(A1)", "", "naïve ✓ \u{202E}x", "-3"];
+    for (r, text) in fx.requests.iter_mut().zip(hostile.iter().cycle()) {
+        r.retry_reason = Some(text.to_string());
+        r.model = format!("m{text}");
+    }
+    fx.requests[1].error_kind = Some("rate_limited".into());
+    let out = report(&fx, tmp.path(), "pq");
+    let parquet =
+        ParquetReader::new(std::fs::File::open(out.join("requests.parquet")).expect("open"))
+            .finish()
+            .expect("parquet");
+    let csv = CsvReadOptions::default()
+        .with_has_header(true)
+        .with_infer_schema_length(Some(0))
+        .try_into_reader_with_file_path(Some(out.join("requests.csv")))
+        .expect("csv options")
+        .finish()
+        .expect("csv");
+    let names = |df: &DataFrame| -> Vec<String> {
+        df.get_column_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    };
+    assert_eq!(names(&parquet), names(&csv));
+    assert_eq!(names(&parquet), REQUEST_COLUMNS);
+    assert_eq!(parquet.height(), csv.height());
+    assert!(parquet.height() >= 12);
+    let mut compared = 0;
+    for name in names(&parquet) {
+        let typed = parquet.column(&name).expect("parquet column");
+        let text = csv
+            .column(&name)
+            .expect("csv column")
+            .str()
+            .expect("text")
+            .clone();
+        for i in 0..parquet.height() {
+            let want: Option<String> = match typed.get(i).expect("cell") {
+                AnyValue::Null => None,
+                AnyValue::String(s) => {
+                    Some(ctxbench_reports::export::neutralise_cell(s).into_owned())
+                }
+                AnyValue::StringOwned(s) => {
+                    Some(ctxbench_reports::export::neutralise_cell(s.as_str()).into_owned())
+                }
+                AnyValue::Float64(v) => Some(format!("{v:.6}")),
+                AnyValue::Float32(v) => Some(format!("{v:.6}")),
+                AnyValue::Boolean(b) => Some(b.to_string()),
+                AnyValue::Int64(v) => Some(v.to_string()),
+                AnyValue::Int32(v) => Some(v.to_string()),
+                AnyValue::UInt64(v) => Some(v.to_string()),
+                AnyValue::UInt32(v) => Some(v.to_string()),
+                other => panic!("{name}: unexpected Parquet type {other:?}"),
+            };
+            assert_eq!(
+                text.get(i).map(str::to_string),
+                want,
+                "{name}, row {i}: CSV and Parquet differ"
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, parquet.height() * REQUEST_COLUMNS.len());
+    // The hostile text made it through both, neutralised only in the CSV.
+    let reasons = csv
+        .column("retry_reason")
+        .expect("col")
+        .str()
+        .expect("str")
+        .clone();
+    assert!(reasons.iter().any(|v| v == Some("'=1+1")));
+    assert!(reasons.iter().any(|v| v == Some("' \u{FF1D}SUM(A1)")));
+}
