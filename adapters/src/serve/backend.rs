@@ -93,8 +93,8 @@ impl From<FakeProvider> for Backend {
 
 /// Turns an opaque trial key into the backend that answers it. The server asks once per
 /// key (on its first request) and keeps the answer until
-/// [`super::FakeServerHandle::forget`], so a stateful backend (the fake's script cursor)
-/// lives as long as its trial.
+/// [`super::FakeServerHandle::forget`] or an eviction ([`super::TrialLimits`]), so a
+/// stateful backend (the fake's script cursor) lives as long as its trial.
 pub trait BackendResolver: Send + Sync {
     /// The backend for `key`, or `None` for an unknown key (answered with a 404).
     fn backend(&self, key: &str) -> Option<Backend>;
