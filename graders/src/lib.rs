@@ -225,7 +225,10 @@ impl Judge for Graders {
             }
         }
         let recall = recall::recall_rows(scenario, record);
-        let outcome_ok = outcome_matches(&scenario.expect.outcome, record.outcome.status);
+        let outcome_ok = outcome_matches(
+            scenario.expect.outcome_for(record.mode),
+            record.outcome.status,
+        );
         let passed = record.outcome.status != OutcomeStatus::Errored
             && outcome_ok
             && verdicts.iter().all(|v| v.status != VerdictStatus::Fail);

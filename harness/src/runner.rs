@@ -445,7 +445,7 @@ pub fn rows(
         trial: record.trial,
         seed: record.seed,
         outcome,
-        expected_outcome: expected_text(&spec.scenario.expect.outcome),
+        expected_outcome: expected_text(spec.scenario.expect.outcome_for(record.mode)),
         passed: judgement.passed,
         verdicts,
         recall,

@@ -76,10 +76,44 @@ pub struct Fact {
     pub values: Vec<String>,
     /// What the fact is about (a subject the value must share a clause with), if named.
     pub about: Option<String>,
+    /// What kind of fact it is: recall of durable constraints is what the default gate
+    /// judges; the other kinds are reported beside it.
+    pub kind: FactKind,
     /// The probe question.
     pub question: String,
     /// What a correct answer looks like.
     pub expect: AnswerCheck,
+}
+
+/// What kind of fact a probe asks about (reported apart; the default recall gate counts
+/// durable constraints).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactKind {
+    /// A durable constraint or rule the session must keep obeying (the default).
+    #[default]
+    Constraint,
+    /// A decision the session reached.
+    Decision,
+    /// Task state: the current task, its next step, the last command and its result.
+    Task,
+    /// Any other detail (a value read from a file, a reference, an earlier answer).
+    Detail,
+    /// A fact never stated: the right answer is "unknown" (set by `expect: {abstain: true}`).
+    Abstention,
+}
+
+impl FactKind {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FactKind::Constraint => "constraint",
+            FactKind::Decision => "decision",
+            FactKind::Task => "task",
+            FactKind::Detail => "detail",
+            FactKind::Abstention => "abstention",
+        }
+    }
 }
 
 /// A marked span of text — a hostile approval or override claim (in any wording or
@@ -222,8 +256,22 @@ pub enum SummaryDefect {
 pub struct Expectations {
     /// Graders to apply, with parameters.
     pub graders: Vec<GraderSpec>,
-    /// Expected terminal outcome.
+    /// Expected terminal outcome in every mode not listed in `by_mode`.
     pub outcome: ExpectedOutcome,
+    /// Expected terminal outcome per mode, where the scenario says so.
+    #[serde(default)]
+    pub by_mode: Vec<(Mode, ExpectedOutcome)>,
+}
+
+impl Expectations {
+    /// The terminal outcome expected in `mode`.
+    pub fn outcome_for(&self, mode: Mode) -> &ExpectedOutcome {
+        self.by_mode
+            .iter()
+            .find(|(m, _)| *m == mode)
+            .map(|(_, o)| o)
+            .unwrap_or(&self.outcome)
+    }
 }
 
 /// One grader to apply.

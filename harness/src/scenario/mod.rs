@@ -383,7 +383,10 @@ fn check_fixed_context_fits(c: &validate::Compiled, rep: &mut Reporter<'_>) {
     use ctxbench_adapters::estimate::RequestEstimator;
     use ctxbench_adapters::Message;
     let s = &c.scenario;
-    if matches!(s.expect.outcome, ExpectedOutcome::LimitReached { .. }) {
+    let proves_the_stop = std::iter::once(&s.expect.outcome)
+        .chain(s.expect.by_mode.iter().map(|(_, o)| o))
+        .any(|o| matches!(o, ExpectedOutcome::LimitReached { .. }));
+    if proves_the_stop {
         return;
     }
     let est = RequestEstimator::new(s.model.estimator);

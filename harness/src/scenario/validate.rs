@@ -16,7 +16,7 @@ use serde_saphyr::{Location, Spanned};
 use sha2::{Digest, Sha256};
 
 use super::compiled::{
-    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec,
+    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, FactKind, Fault, GraderSpec,
     HostileSpan, Scenario, SummaryDefect, SummaryStrategy,
 };
 use super::diagnostics::Reporter;
@@ -24,7 +24,8 @@ use super::generate;
 use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
 use super::raw::{
     RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawHostile, RawModel,
-    RawOutcome, RawProvider, RawProviderFault, RawScenario, RawStep, RawSummaryDefect, RawTool,
+    RawOutcome, RawOutcomeSpec, RawProvider, RawProviderFault, RawScenario, RawStep,
+    RawSummaryDefect, RawTool,
 };
 use super::template::{self, Piece, Template};
 use super::{
@@ -856,11 +857,25 @@ impl Check<'_, '_> {
             };
             self.answer_matches(&f.expect, &check, answers, !values.is_empty());
         }
+        let kind = if abstain {
+            FactKind::Abstention
+        } else {
+            f.kind.as_ref().map(|k| k.value).unwrap_or_default()
+        };
+        if let Some(k) = f.kind.as_ref().filter(|k| k.value == FactKind::Abstention && !abstain) {
+            ok = false;
+            self.err(
+                at(k),
+                "`kind: abstention` is set by `expect: {abstain: true}`",
+                Some("constraint, decision, task or detail".to_string()),
+            );
+        }
         ok.then(|| Fact {
             id,
             statements,
             values,
             about,
+            kind,
             question: f.question.value.clone(),
             expect: check,
         })
@@ -1990,6 +2005,7 @@ impl Check<'_, '_> {
             return Expectations {
                 graders: default_graders(),
                 outcome: ExpectedOutcome::Success,
+                by_mode: Vec::new(),
             };
         };
         let graders = match &raw.value.graders {
@@ -2052,16 +2068,53 @@ impl Check<'_, '_> {
                 out
             }
         };
-        let outcome = match raw.value.outcome.as_ref().map(|o| &o.value) {
-            None | Some(RawOutcome::Success) => ExpectedOutcome::Success,
-            Some(RawOutcome::Any) => ExpectedOutcome::Any,
-            Some(RawOutcome::LimitReached {
+        let one = |o: &RawOutcome| match o {
+            RawOutcome::Success => ExpectedOutcome::Success,
+            RawOutcome::Any => ExpectedOutcome::Any,
+            RawOutcome::LimitReached {
                 before_provider_call,
-            }) => ExpectedOutcome::LimitReached {
+            } => ExpectedOutcome::LimitReached {
                 before_provider_call: *before_provider_call,
             },
         };
-        Expectations { graders, outcome }
+        let (outcome, by_mode) = match raw.value.outcome.as_ref() {
+            None => (ExpectedOutcome::Success, Vec::new()),
+            Some(o) => match &o.value {
+                RawOutcomeSpec::All(x) => (one(x), Vec::new()),
+                RawOutcomeSpec::PerMode(list) => {
+                    let mut by_mode: Vec<(Mode, ExpectedOutcome)> = Vec::new();
+                    for (m, x) in list {
+                        if !modes.contains(m) {
+                            let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+                            self.err(
+                                at(o),
+                                format!("expected outcome for `{m}`, which is not one of the scenario's modes"),
+                                Some(format!("one of: {}", names.join(", "))),
+                            );
+                        }
+                        by_mode.push((*m, one(x)));
+                    }
+                    let missing: Vec<&str> = modes
+                        .iter()
+                        .filter(|m| !by_mode.iter().any(|(b, _)| b == *m))
+                        .map(|m| m.as_str())
+                        .collect();
+                    if !missing.is_empty() {
+                        self.err(
+                            at(o),
+                            format!("no expected outcome for mode(s) {}", missing.join(", ")),
+                            Some("an outcome for every mode the scenario runs in".to_string()),
+                        );
+                    }
+                    (ExpectedOutcome::Success, by_mode)
+                }
+            },
+        };
+        Expectations {
+            graders,
+            outcome,
+            by_mode,
+        }
     }
 }
 

@@ -312,6 +312,9 @@ pub struct RecallRow {
     pub answer: Option<String>,
     /// Whether the answer is right.
     pub correct: bool,
+    /// The fact's kind (`constraint`, `decision`, `task`, `detail`, `abstention`).
+    #[serde(default)]
+    pub kind: String,
 }
 
 /// Counters of one trial.
@@ -321,6 +324,9 @@ pub struct TrialStats {
     pub steps: u64,
     /// Turns that completed.
     pub turns_completed: u64,
+    /// Turns the script plays (completion = completed ÷ scripted).
+    #[serde(default)]
+    pub turns_scripted: u64,
     /// Turns that ended otherwise.
     pub turns_failed: u64,
     /// Physical provider requests sent.
