@@ -248,6 +248,10 @@ pub struct ReportArgs {
     /// differences in index.html, summary.md and baseline.csv.
     #[arg(long, value_name = "BASE_RUN_DIR")]
     pub baseline: Vec<PathBuf>,
+    /// Evaluate `--gates` that differ from the registered ones as exploratory (stamped in
+    /// every output); without it they give no verdict.
+    #[arg(long)]
+    pub exploratory: bool,
 }
 
 /// `ctxbench gate`.
@@ -260,6 +264,10 @@ pub struct GateArgs {
     /// gates).
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// Evaluate gates that differ from the ones registered before the run: the verdict and
+    /// every output are stamped exploratory. Without it such gates give no verdict (exit 3).
+    #[arg(long)]
+    pub exploratory: bool,
     /// Print the gate report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -259,6 +259,7 @@ fn synthesise(dir: &Path, o: &Opts) -> std::io::Result<u64> {
                         expected: "contains: PostgreSQL".into(),
                         answer: Some("PostgreSQL".into()),
                         correct: true,
+                        kind: "constraint".into(),
                     }],
                     stats,
                     started_at: "2025-01-01T00:00:01Z".into(),

@@ -300,7 +300,7 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     }
     h.raw("</tr></thead>\n<tbody>\n")?;
     type Cell = fn(&SummaryRow) -> String;
-    let metrics: [(&str, Cell); 22] = [
+    let metrics: [(&str, Cell); 23] = [
         ("trials", |r| r.trials.to_string()),
         ("errored", |r| r.errored.to_string()),
         // Infrastructure trouble the retry layer absorbed, apart from model failures.
@@ -309,6 +309,7 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         }),
         ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
         ("recall [Wilson 95%]", |r| prop(r.recall)),
+        ("turns completed / scripted", |r| pct(r.completion)),
         ("median input tokens / request", |r| {
             opt(r.median_input_tokens, 0)
         }),
@@ -373,6 +374,7 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         "errored",
         "pass rate",
         "recall",
+        "completion",
         "median input",
         "p95 input",
         "over budget (unwarned)",
@@ -394,6 +396,7 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         h.td_num(&r.errored.to_string())?;
         h.td_num(&prop(r.pass_rate))?;
         h.td_num(&prop(r.recall))?;
+        h.td_num(&pct(r.completion))?;
         h.td_num(&opt(r.median_input_tokens, 0))?;
         h.td_num(&opt(r.p95_input_tokens, 0))?;
         h.td_num(&format!(

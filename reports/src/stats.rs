@@ -364,6 +364,40 @@ pub fn bootstrap_median(
     })
 }
 
+/// Percentile bootstrap interval at `level` for the **mean** of `values` (one value per
+/// independent unit, e.g. per scenario), resampling the units with replacement. Non-finite
+/// values are ignored; `None` with fewer than two values or no resample.
+pub fn bootstrap_mean(
+    values: &[f64],
+    resamples: u32,
+    seed: u64,
+    level: f64,
+) -> Option<BootstrapInterval> {
+    let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let k = values.len();
+    if k < 2 || resamples == 0 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut means: Vec<f64> = Vec::with_capacity(resamples as usize);
+    for _ in 0..resamples {
+        let mut sum = 0.0;
+        for _ in 0..k {
+            sum += values[index_below(&mut rng, k as u64) as usize];
+        }
+        means.push(sum / k as f64);
+    }
+    means.sort_unstable_by(f64::total_cmp);
+    let tail = (1.0 - level.clamp(0.0, 1.0)) / 2.0;
+    Some(BootstrapInterval {
+        lo: quantile_sorted(&means, tail)?,
+        hi: quantile_sorted(&means, 1.0 - tail)?,
+        resamples,
+        clusters: k,
+        seed,
+    })
+}
+
 /// Uniform integer in `0..n` (`n > 0`) from 64-bit generator output, without modulo bias:
 /// Lemire (2019), "Fast random integer generation in an interval", ACM TOMACS 29(1).
 fn index_below(rng: &mut impl RngCore, n: u64) -> u64 {
@@ -573,6 +607,17 @@ mod tests {
         );
         // Too few clusters: no interval.
         assert_eq!(bootstrap_median(&[vec![1.0, 2.0]], 100, 0, 0.95), None);
+        // The mean of per-unit values: deterministic, contains the sample mean, needs two.
+        let m = bootstrap_mean(&[0.0, 0.1, 0.2, 0.3], 2000, 7, 0.95).expect("ci");
+        assert!(
+            m.lo <= 0.15 && 0.15 <= m.hi && m.lo >= 0.0 && m.hi <= 0.3,
+            "{m:?}"
+        );
+        assert_eq!(
+            bootstrap_mean(&[0.0, 0.1, 0.2, 0.3], 2000, 7, 0.95),
+            Some(m)
+        );
+        assert_eq!(bootstrap_mean(&[1.0], 100, 0, 0.95), None);
         assert_eq!(bootstrap_median(&[vec![1.0], vec![]], 100, 0, 0.95), None);
     }
 

@@ -6,7 +6,8 @@ use crate::cli::ReportArgs;
 use crate::exit;
 
 pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
-    let gates = super::gate::resolve_gates(args.gates.as_deref(), &args.runs[0])?;
+    let mut gates = super::gate::resolve_gates(args.gates.as_deref(), &args.runs[0])?;
+    gates.exploratory = args.exploratory;
     let out = args
         .out
         .clone()

@@ -87,7 +87,9 @@ pub struct Fact {
 
 /// What kind of fact a probe asks about (reported apart; the default recall gate counts
 /// durable constraints).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FactKind {
     /// A durable constraint or rule the session must keep obeying (the default).

@@ -471,17 +471,19 @@ pub(crate) enum RawOutcomeSpec {
 impl<'de> Deserialize<'de> for RawOutcomeSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = serde_json::Value::deserialize(d)?;
-        let is_mode_map = v.as_object().is_some_and(|o| {
-            !o.is_empty() && o.keys().all(|k| k.parse::<Mode>().is_ok())
-        });
+        let is_mode_map = v
+            .as_object()
+            .is_some_and(|o| !o.is_empty() && o.keys().all(|k| k.parse::<Mode>().is_ok()));
         if !is_mode_map {
-            return RawOutcome::deserialize(v).map(RawOutcomeSpec::All).map_err(|e| {
-                de::Error::custom(format!(
+            return RawOutcome::deserialize(v)
+                .map(RawOutcomeSpec::All)
+                .map_err(|e| {
+                    de::Error::custom(format!(
                     "{e}; expected `success`, `any`, `{{limit_reached: {{before_provider_call: \
                      true|false}}}}`, or one of them per mode: `{{off: any, warn: any, compact: \
                      success}}`"
                 ))
-            });
+                });
         }
         let mut out = Vec::new();
         if let serde_json::Value::Object(o) = v {

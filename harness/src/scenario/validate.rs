@@ -862,7 +862,11 @@ impl Check<'_, '_> {
         } else {
             f.kind.as_ref().map(|k| k.value).unwrap_or_default()
         };
-        if let Some(k) = f.kind.as_ref().filter(|k| k.value == FactKind::Abstention && !abstain) {
+        if let Some(k) = f
+            .kind
+            .as_ref()
+            .filter(|k| k.value == FactKind::Abstention && !abstain)
+        {
             ok = false;
             self.err(
                 at(k),

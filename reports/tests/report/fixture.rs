@@ -104,6 +104,7 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
                 expected: "contains: PostgreSQL".into(),
                 answer: Some("PostgreSQL".into()),
                 correct: true,
+                kind: "constraint".into(),
             },
             RecallRow {
                 fact: "lang".into(),
@@ -111,6 +112,7 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
                 expected: "contains: Rust".into(),
                 answer: Some("Rust".into()),
                 correct: true,
+                kind: "constraint".into(),
             },
         ],
         stats: TrialStats {
