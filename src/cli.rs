@@ -191,9 +191,9 @@ pub struct RunArgs {
     /// Attempts per HTTP request (the first included) before the trial counts as errored.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub max_attempts: u32,
-    /// Trials per scenario × mode.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub trials: u32,
+    /// Trials per scenario × mode [default: each scenario's `vary: {instances: N}`, else 1].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u32>,
     /// Concurrent trials (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,

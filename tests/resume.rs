@@ -60,7 +60,7 @@ fn run_args(out: &str) -> Vec<&str> {
 fn resume_after_kill_9_runs_every_trial_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(base.status.success(), "{}", text(&base));
+    assert!(ran(&base), "{}", text(&base));
     let expected = trial_counts(&dir.path().join("base"));
     let total = expected.len();
     assert!(total >= 20, "{total}");
@@ -100,7 +100,7 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
         );
 
         let resumed = ctxbench(dir.path(), &["run", "--resume", &out, "--progress", "none"]);
-        assert!(resumed.status.success(), "{}", text(&resumed));
+        assert!(ran(&resumed), "{}", text(&resumed));
         let counts = trial_counts(&run);
         assert_eq!(
             counts.keys().collect::<Vec<_>>(),
@@ -125,7 +125,7 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
 fn torn_final_records_are_cut_and_their_trials_rerun() {
     let dir = tempfile::tempdir().unwrap();
     let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(base.status.success(), "{}", text(&base));
+    assert!(ran(&base), "{}", text(&base));
     let run = dir.path().join("base");
     let expected_requests = stable_csv(&run, "requests.csv");
     let expected_trials = stable_csv(&run, "trials.csv");
@@ -148,7 +148,7 @@ fn torn_final_records_are_cut_and_their_trials_rerun() {
         dir.path(),
         &["run", "--resume", "base", "--progress", "none"],
     );
-    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert!(ran(&resumed), "{}", text(&resumed));
     assert!(
         String::from_utf8_lossy(&resumed.stdout).contains("ran 3 trials"),
         "{}",
@@ -212,9 +212,9 @@ fn token_cap_stops_cleanly_and_resume_finishes() {
             "100000000000",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(ran(&o), "{}", text(&o));
     let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(base.status.success());
+    assert!(ran(&base));
     assert_eq!(
         trial_counts(&run).len(),
         trial_counts(&dir.path().join("base")).len()
@@ -225,13 +225,13 @@ fn token_cap_stops_cleanly_and_resume_finishes() {
 fn shards_merged_equal_the_unsharded_run() {
     let dir = tempfile::tempdir().unwrap();
     let whole = ctxbench(dir.path(), &run_args("whole"));
-    assert!(whole.status.success(), "{}", text(&whole));
+    assert!(ran(&whole), "{}", text(&whole));
     for (k, out) in [("1/2", "s1"), ("2/2", "s2")] {
         let mut args = run_args(out);
         args.extend_from_slice(&["--shard", k]);
         let o = ctxbench(dir.path(), &args);
         // A shard alone may fail gates (too few pairs); it must run.
-        assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+        assert!(ran(&o), "{}", text(&o));
     }
     let s1 = trial_counts(&dir.path().join("s1"));
     let s2 = trial_counts(&dir.path().join("s2"));
@@ -253,4 +253,10 @@ fn shards_merged_equal_the_unsharded_run() {
     }
     let bad = ctxbench(dir.path(), &["run", "--shard", "3/2", "--out", "x"]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
+
+/// The run itself finished (a verdict of pass, fail or "cannot decide": a subset of the suite
+/// is too small for some gates), as opposed to bad input (2) or a failed run (4).
+fn ran(o: &std::process::Output) -> bool {
+    matches!(o.status.code(), Some(0 | 1 | 3))
 }

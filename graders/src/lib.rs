@@ -229,7 +229,9 @@ impl Judge for Graders {
             scenario.expect.outcome_for(record.mode),
             record.outcome.status,
         );
+        // A crash, hang or protocol break of the system under test is never expected.
         let passed = record.outcome.status != OutcomeStatus::Errored
+            && !record.outcome.sut_fault
             && outcome_ok
             && verdicts.iter().all(|v| v.status != VerdictStatus::Fail);
         Judgement {

@@ -362,7 +362,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let scenario = &spec.scenario;
     let seed = trial_seed(spec.run_seed, &scenario.id, spec.trial);
     let tokenizer = FakeTokenizer::new();
-    let instance = scenario.instantiate(seed, &|t: &str| tokenizer.count_text(t));
+    let instance = scenario.instantiate_trial(seed, spec.trial, &|t: &str| tokenizer.count_text(t));
 
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
     let model = spec.provider.effective_model(&scenario.model);
@@ -1057,6 +1057,7 @@ fn assemble(
         reason: String::new(),
         step: None,
         detail: String::new(),
+        sut_fault: false,
     };
     for (step, user, o, _sent, probe) in turn_tuples {
         let (status, reason, detail) = match &o {
@@ -1087,6 +1088,7 @@ fn assemble(
                 reason,
                 step: Some(step),
                 detail,
+                sut_fault: false,
             };
         }
         turns.push(TurnRecord {
@@ -1107,6 +1109,7 @@ fn assemble(
             reason,
             step: Some(step),
             detail,
+            sut_fault,
         };
     }
 

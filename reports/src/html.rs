@@ -190,7 +190,7 @@ fn banner(h: &mut Html<'_>, g: &GateReport) -> io::Result<()> {
     h.raw("<header class=\"banner ")?;
     h.raw(class)?;
     h.raw("\">\n<h1>")?;
-    h.raw(g.verdict.label())?;
+    h.text(&g.headline())?;
     h.raw("</h1>\n<p>")?;
     h.text(&g.reason)?;
     h.raw(" (candidate <b>")?;
@@ -932,7 +932,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         h.td_num(&m.seed.to_string())?;
         h.td(&m.provider)?;
         h.td(&modes(&m.modes))?;
-        h.td_num(&m.trials.to_string())?;
+        h.td_num(&crate::read::trials_text(m.trials))?;
         h.td_num(&m.concurrency.to_string())?;
         h.td(&m.suite_source)?;
         h.td_num(&m.matrix_size.to_string())?;

@@ -179,16 +179,7 @@ pub fn write_report_with(
 /// One line for the terminal: `PASS: all 8 gates passed for candidate `compact``, with the
 /// pre-registration note appended when the evaluated gates are not the registered ones.
 pub fn verdict_line(report: &GateReport) -> String {
-    let mut line = format!(
-        "{}{}: {}",
-        if report.exploratory {
-            "EXPLORATORY "
-        } else {
-            ""
-        },
-        report.verdict.label(),
-        report.reason
-    );
+    let mut line = format!("{}: {}", report.headline(), report.reason);
     if let Some(note) = &report.note {
         line.push_str(" — NOTE: ");
         line.push_str(note);

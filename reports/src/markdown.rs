@@ -113,11 +113,11 @@ fn verdict(md: &mut String, g: &GateReport) {
         GateVerdict::Fail => "❌",
         GateVerdict::Incomplete => "⚠️",
     };
-    let _ = writeln!(md, "## {icon} ctxbench: {}\n", g.verdict.label());
+    let _ = writeln!(md, "## {icon} ctxbench: {}\n", g.headline());
     let _ = writeln!(
         md,
         "**{}**: {} (candidate `{}`, exit code {})\n",
-        g.verdict.label(),
+        g.headline(),
         escape_md(&g.reason),
         g.candidate.as_str(),
         g.exit_code

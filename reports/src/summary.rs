@@ -34,7 +34,7 @@ use serde::Serialize;
 use crate::compaction::{reason_counts, CompactionIndex};
 use crate::error::ReportError;
 use crate::frames::is_turn;
-use crate::gates::{median_reduction, pair_steps, reduction_interval, tagged_scenarios};
+use crate::gates::{instances, median_reduction, pair_steps, reduction_interval, tagged_scenarios};
 use crate::read::RunData;
 use crate::stats::{Proportion, QUANTILE_METHOD};
 
@@ -268,7 +268,7 @@ pub fn summarize(
             } else {
                 let pairing = pair_steps(requests, Some(&long), mode, base)?;
                 let interval = match base {
-                    Mode::Off => reduction_interval(&pairing)?,
+                    Mode::Off => reduction_interval(&pairing, &instances(run))?,
                     _ => None,
                 };
                 (median_reduction(&pairing)?, interval)

@@ -32,5 +32,12 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         "verdict: {}",
         ctxbench_reports::verdict_line(&summary.gates)
     );
-    Ok(exit::OK)
+    // The report is written either way; a run missing part of its matrix (shards, trials)
+    // is not one a CI job may act on, so say so in the exit code too. The verdict's own
+    // code is `ctxbench gate`'s.
+    Ok(if summary.gates.incomplete_run.is_some() {
+        ctxbench_reports::gates::EXIT_CANNOT_EVALUATE
+    } else {
+        exit::OK
+    })
 }

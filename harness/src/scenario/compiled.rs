@@ -59,6 +59,8 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// What the graders check.
     pub expect: Expectations,
+    /// Seeded variation of the script across trials (`vary:`).
+    pub vary: Variation,
     /// The script, unexpanded; see [`Scenario::instantiate`].
     pub(crate) script: Vec<crate::scenario::model::ScriptStep>,
 }
@@ -362,3 +364,48 @@ pub struct Instance {
     /// What the fake provider plays (derived from `steps`, facts and faults).
     pub fake: FakeScript,
 }
+
+/// Seeded variation of the script across trials (`vary:`). Trial 0 plays the script as
+/// written; every later trial scales each filler size and each `repeat` count by its own
+/// seeded factor in `[1 − x, 1 + x]`. The trials are then different sessions — compaction
+/// triggers at different points, probes land at different depths — so the report may count
+/// them as independent units instead of aggregating near-copies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Variation {
+    /// Trials a run makes of this scenario when `--trials` is not given.
+    pub instances: u32,
+    /// Largest relative change of a filler size (0 = none).
+    pub sizes: f64,
+    /// Largest relative change of a `repeat` count (0 = none).
+    pub repeats: f64,
+}
+
+impl Default for Variation {
+    fn default() -> Self {
+        Variation {
+            instances: 1,
+            sizes: 0.0,
+            repeats: 0.0,
+        }
+    }
+}
+
+impl Variation {
+    /// Whether trials after the first differ from the script as written.
+    pub fn varies(&self) -> bool {
+        self.sizes > 0.0 || self.repeats > 0.0
+    }
+
+    /// The instance label of `trial`: [`AS_WRITTEN`] when it plays the script as written,
+    /// else `varied-<trial>`. Trials with the same label of one scenario are copies.
+    pub fn instance_label(&self, trial: u32) -> String {
+        if trial == 0 || !self.varies() {
+            AS_WRITTEN.to_string()
+        } else {
+            format!("varied-{trial}")
+        }
+    }
+}
+
+/// Instance label of a trial that plays its script as written.
+pub const AS_WRITTEN: &str = "as-written";

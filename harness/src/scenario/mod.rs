@@ -55,6 +55,12 @@ pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 /// Most script steps after expanding every `repeat` block.
 pub const MAX_EXPANDED_STEPS: u64 = 100_000;
 
+/// Most trials a scenario's `vary: {instances: N}` may ask for.
+pub const MAX_VARY_INSTANCES: i64 = 64;
+
+/// Largest relative change `vary: {sizes: x, repeats: x}` may ask for.
+pub const MAX_VARY_SPREAD: f64 = 0.5;
+
 /// Largest single filler (`{filler: {tokens: N}}` or `{filler:N}`).
 pub const MAX_FILLER_TOKENS: u64 = 1_000_000;
 

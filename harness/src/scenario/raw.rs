@@ -48,6 +48,16 @@ pub(crate) struct RawScenario {
     #[serde(default)]
     pub(crate) faults: Vec<Spanned<RawFault>>,
     pub(crate) expect: Option<Spanned<RawExpect>>,
+    pub(crate) vary: Option<Spanned<RawVary>>,
+}
+
+/// `vary:` — seeded variation of the script across trials.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVary {
+    pub(crate) instances: Option<Spanned<i64>>,
+    pub(crate) sizes: Option<Spanned<f64>>,
+    pub(crate) repeats: Option<Spanned<f64>>,
 }
 
 /// `model:` — either declared numbers or a capability-table reference; which keys may be

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::compiled::{
     AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, FactKind, Fault, GraderSpec,
-    HostileSpan, Scenario, SummaryDefect, SummaryStrategy,
+    HostileSpan, Scenario, SummaryDefect, SummaryStrategy, Variation,
 };
 use super::diagnostics::Reporter;
 use super::generate;
@@ -25,12 +25,13 @@ use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
 use super::raw::{
     RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawHostile, RawModel,
     RawOutcome, RawOutcomeSpec, RawProvider, RawProviderFault, RawScenario, RawStep,
-    RawSummaryDefect, RawTool,
+    RawSummaryDefect, RawTool, RawVary,
 };
 use super::template::{self, Piece, Template};
 use super::{
     KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FILLER_TOKENS,
-    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, SUPPORTED_VERSION,
+    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, MAX_VARY_INSTANCES,
+    MAX_VARY_SPREAD, SUPPORTED_VERSION,
 };
 use ctxbench_sut::Mode;
 
@@ -246,6 +247,7 @@ impl Check<'_, '_> {
             .and_then(at);
         let faults = self.faults(&raw.faults, context.strategy, strategy_at);
         let expect = self.expect(raw.expect.as_ref(), &modes);
+        let vary = self.vary(raw.vary.as_ref(), &script);
 
         if !self.rep.is_clean() {
             return None;
@@ -271,12 +273,88 @@ impl Check<'_, '_> {
             verifications,
             faults,
             expect,
+            vary,
             script,
         };
         Some(Compiled {
             scenario,
             id_at: at(&raw.id),
         })
+    }
+
+    /// `vary:` — instances in 1..=[`MAX_VARY_INSTANCES`], spreads in
+    /// 0..=[`MAX_VARY_SPREAD`]; more than one instance needs a spread (else the trials are
+    /// copies), and the largest variation must stay inside the script's bounds.
+    fn vary(&mut self, raw: Option<&Spanned<RawVary>>, script: &[ScriptStep]) -> Variation {
+        let Some(raw) = raw else {
+            return Variation::default();
+        };
+        let mut v = Variation::default();
+        if let Some(n) = &raw.value.instances {
+            if (1..=MAX_VARY_INSTANCES).contains(&n.value) {
+                v.instances = n.value as u32;
+            } else {
+                self.err(
+                    at(n),
+                    format!("`instances` must be between 1 and {MAX_VARY_INSTANCES}, found {}", n.value),
+                    Some("how many trials a run makes of this scenario by default, e.g. `instances: 8`".to_string()),
+                );
+            }
+        }
+        for (name, field, slot) in [
+            ("sizes", &raw.value.sizes, &mut v.sizes),
+            ("repeats", &raw.value.repeats, &mut v.repeats),
+        ] {
+            if let Some(x) = field {
+                if x.value.is_finite() && (0.0..=MAX_VARY_SPREAD).contains(&x.value) {
+                    *slot = x.value;
+                } else {
+                    self.err(
+                        at(x),
+                        format!(
+                            "`{name}` must be between 0 and {MAX_VARY_SPREAD}, found {}",
+                            x.value
+                        ),
+                        Some(format!(
+                            "the largest relative change of each {}, e.g. `{name}: 0.3`",
+                            if name == "sizes" {
+                                "filler size"
+                            } else {
+                                "repeat count"
+                            }
+                        )),
+                    );
+                }
+            }
+        }
+        if v.instances > 1 && !v.varies() {
+            self.err(
+                at(raw),
+                format!(
+                    "`instances: {}` without `sizes` or `repeats` makes copies of one session",
+                    v.instances
+                ),
+                Some("`sizes: x` and/or `repeats: x` (0 < x ≤ 0.5), or `instances: 1`".to_string()),
+            );
+        }
+        if v.varies() {
+            let steps: u64 = script
+                .iter()
+                .map(|s| scaled_steps(s, v.repeats))
+                .fold(0, u64::saturating_add);
+            let filler: u64 = script
+                .iter()
+                .map(|s| scaled_filler(s, v.sizes, v.repeats))
+                .fold(0, u64::saturating_add);
+            if steps > MAX_EXPANDED_STEPS || filler > MAX_TOTAL_FILLER_TOKENS {
+                self.err(
+                    at(raw),
+                    format!("at its largest variation the script expands to {steps} steps and {filler} filler tokens"),
+                    Some(format!("at most {MAX_EXPANDED_STEPS} steps and {MAX_TOTAL_FILLER_TOKENS} filler tokens per trial: smaller spreads or a shorter script")),
+                );
+            }
+        }
+        v
     }
 
     fn tags(&mut self, raw: &[Spanned<String>]) -> Vec<String> {
@@ -2170,6 +2248,35 @@ fn turn_flow(
         }
     }
     open
+}
+
+/// The largest a count `n` becomes under a relative spread `x` (what instantiation may draw).
+pub(crate) fn max_scaled(n: u64, x: f64) -> u64 {
+    ((n as f64) * (1.0 + x)).ceil() as u64
+}
+
+/// [`expanded_steps`] with every repeat count at its largest variation.
+fn scaled_steps(s: &ScriptStep, repeats: f64) -> u64 {
+    match s {
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(|s| scaled_steps(s, repeats))
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(max_scaled(*times, repeats)),
+        _ => 1,
+    }
+}
+
+/// [`filler_tokens`] with every size and repeat count at its largest variation.
+fn scaled_filler(s: &ScriptStep, sizes: f64, repeats: f64) -> u64 {
+    match s {
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(|s| scaled_filler(s, sizes, repeats))
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(max_scaled(*times, repeats)),
+        other => max_scaled(filler_tokens(other), sizes),
+    }
 }
 
 /// Steps after expanding repeats (saturating).

@@ -10,14 +10,15 @@
 //!
 //! | gate | observed value | passes when |
 //! | --- | --- | --- |
-//! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict |
-//! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials; 0 with "no evidence" when that grader did not run | ≤ `max` |
+//! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict, or one could not judge the system under test |
+//! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials | ≤ `max`; not evaluated when that grader gave no verdict (no evidence is not a pass) |
 //! | `unwarned_over_budget_requests` | candidate **turn** requests (`purpose = turn`) with `sent && over_budget && !warned` | ≤ `max` |
-//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate; the detail adds a seeded cluster-bootstrap 95% interval ([`crate::stats`]) | ≥ `min`; not evaluated without pairs |
-//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over (scenario, trial) pairs present in both modes, neither errored (point value); the detail gives the Newcombe (method 10) 95% interval, the paired counts and McNemar's exact p ([`crate::stats`]) | **non-inferiority**: the interval's upper bound ≤ `max` (not the point value) |
-//! | `seeded_recall` | correct / probed facts over non-errored candidate trials | ≥ `min` |
-//! | `estimator_p95_undercount` | p95 over answered candidate turn requests of the undercount share `max(0, −rel_error)`, leaving out scenarios tagged with one of `exclude_tags` (default `[estimator]`: scenarios that undercount on purpose) | ≤ `max_share_of_buffer` × min(buffer / window) |
-//! | `errored_trials` | trials with status `errored`, **all modes** (an errored baseline breaks the pairing the candidate is judged on) | ≤ `max` |
+//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag`, off-script trials left out; a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | the **lower bound** of its seeded session-cluster bootstrap 95% interval ≥ `min`; not evaluated below `min_clusters` sessions |
+//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over sessions ([`scenarios`]: a scenario's copies count once, each `vary:` instance apart) whose `warn` is expected to complete | **non-inferiority**: the upper bound of the Newcombe (method 10) 95% interval ≤ `max`; not evaluated below `min_units` sessions, or when even identical results could not show it and the candidate is not shown inferior |
+//! | `completion_regression_vs_warn` | mean over the same sessions of turns completed ÷ scripted, `warn` − candidate | upper bound of the seeded bootstrap 95% interval ≤ `max`; not evaluated below `min_units` |
+//! | `seeded_recall` | correct / probed facts of `kinds` (default durable constraints) in scenarios carrying `tag`, non-errored candidate trials; every kind reported beside | the **lower Wilson 95% bound** ≥ `min`; not evaluated below `min_probes`, or when even a perfect record could not reach `min` and the upper bound does |
+//! | `estimator_p95_undercount` | p95 over counted candidate turn requests (answered, or overflowed with the provider's count) of the undercount share `max(0, −error)` of the estimate the system planned with, leaving out scenarios tagged with one of `exclude_tags` (default none) | ≤ `max_share_of_buffer` × min(buffer / window) |
+//! | `errored_trials` | trials with status `errored` (ctxbench's or the provider's fault; a crash of the system under test is its failure), **all modes** | ≤ `max` |
 //!
 //! Summarization requests (`purpose = summary`) are compaction cost: they carry no engine
 //! budget, so they are left out of every request-level gate above.
@@ -31,7 +32,9 @@
 //! The run manifest may carry the gates file registered before the first trial. The
 //! report compares its SHA-256 with that of the evaluated file and, when they differ (or
 //! nothing was registered), sets [`GateReport::note`], which the verdict line, the HTML
-//! banner and `gates.json` all show. The verdict itself is not changed by the note.
+//! banner and `gates.json` all show. Unregistered gates give no verdict (`INCOMPLETE`, exit
+//! 3) unless the evaluation is declared exploratory (`--exploratory`), which stamps every
+//! output. A run missing shards or trials of its matrix is `INCOMPLETE` as well, naming them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -47,12 +50,14 @@ mod tokens;
 
 pub(crate) use scenarios::completion;
 
-pub(crate) use tokens::{median_reduction, pair_steps, reduction_interval, tagged_scenarios};
+pub(crate) use tokens::{
+    instances, median_reduction, pair_steps, reduction_interval, tagged_scenarios,
+};
 use tokens::{token_reduction, undercount};
 
 use crate::error::ReportError;
 use crate::read::RunData;
-use crate::stats::Proportion;
+use crate::stats::{wilson_demonstrable_n, Proportion};
 
 /// The default gates file (also `reports/gates/default.yaml`).
 pub const DEFAULT_GATES: &str = include_str!("../../gates/default.yaml");
@@ -150,25 +155,26 @@ pub struct MaxCount {
     pub max: u64,
 }
 
-/// `{max: x, min_scenarios: n}`: a non-inferiority margin on a per-scenario difference, and
-/// the fewest independent scenarios it may be judged on.
+/// `{max: x, min_units: n}`: a non-inferiority margin on a per-session difference, and the
+/// fewest independent sessions (scenarios, or the instances `vary:` makes of one) it may be
+/// judged on.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NonInferiority {
     /// Largest acceptable upper bound of the interval on baseline − candidate.
     pub max: f64,
-    /// Fewest eligible scenarios (below: `not_evaluated`, saying how many are needed).
-    #[serde(default = "default_min_scenarios")]
-    pub min_scenarios: u64,
+    /// Fewest eligible sessions (below: `not_evaluated`, saying how many are needed).
+    #[serde(default = "default_min_units")]
+    pub min_units: u64,
 }
 
-fn default_min_scenarios() -> u64 {
-    DEFAULT_MIN_SCENARIOS
+fn default_min_units() -> u64 {
+    DEFAULT_MIN_UNITS
 }
 
-/// Fewest independent scenarios a per-scenario comparison is judged on, by default.
-pub const DEFAULT_MIN_SCENARIOS: u64 = 5;
-/// Fewest scenario clusters the token-reduction interval is computed on, by default.
+/// Fewest independent sessions a per-session comparison is judged on, by default.
+pub const DEFAULT_MIN_UNITS: u64 = 5;
+/// Fewest session clusters the token-reduction interval is computed on, by default.
 pub const DEFAULT_MIN_CLUSTERS: u64 = 3;
 /// Fewest probes the recall gate is judged on, by default.
 pub const DEFAULT_MIN_PROBES: u64 = 20;
@@ -352,8 +358,8 @@ impl GatesFile {
         ] {
             if let Some(t) = t {
                 needs(name, Mode::Warn)?;
-                range(name, "max", t.max, -1.0, 1.0)?;
-                at_least_one(name, "min_scenarios", t.min_scenarios)?;
+                range(name, "max", t.max, 0.0, 1.0)?;
+                at_least_one(name, "min_units", t.min_units)?;
             }
         }
         if let Some(t) = &g.seeded_recall {
@@ -589,6 +595,20 @@ pub struct GateReport {
     pub warnings: Vec<String>,
     /// Whether these gates were evaluated as exploratory (not the pre-registered ones).
     pub exploratory: bool,
+    /// What part of the run's matrix is missing (shards, trials), if any: no verdict then.
+    pub incomplete_run: Option<String>,
+}
+
+impl GateReport {
+    /// The verdict as every output heads it: `PASS`, `FAIL`, `INCOMPLETE`, each prefixed
+    /// `EXPLORATORY ` when the gates were not the pre-registered ones.
+    pub fn headline(&self) -> String {
+        if self.exploratory {
+            format!("EXPLORATORY {}", self.verdict.label())
+        } else {
+            self.verdict.label().to_string()
+        }
+    }
 }
 
 /// Evaluates `gates` on `run`. Never fails: missing data makes a gate `not_evaluated`.
@@ -660,13 +680,23 @@ pub(crate) fn evaluate_with(
             ),
         )
     } else if !missing.is_empty() {
+        // Say what each undecided gate lacks, so the reader knows what would decide it.
+        let lacks: Vec<String> = results
+            .iter()
+            .filter(|r| r.status == GateStatus::NotEvaluated)
+            .map(|r| {
+                let why = r.detail.strip_prefix("inconclusive: ").unwrap_or(&r.detail);
+                format!("{} — {why}", r.name)
+            })
+            .collect();
         (
             GateVerdict::Incomplete,
             format!(
-                "{} of {} gates could not be evaluated: {}",
+                "{} of {} gates could not be evaluated: {}. To conclude: {}",
                 missing.len(),
                 results.len(),
-                missing.join(", ")
+                missing.join(", "),
+                lacks.join("; ")
             ),
         )
     } else {
@@ -682,11 +712,12 @@ pub(crate) fn evaluate_with(
 
     let (mut verdict, mut reason) = (verdict, reason);
     // Missing trials or shards: no verdict can stand on part of the matrix.
-    if let Some(missing) = missing_matrix(run) {
+    let incomplete_run = missing_matrix(run);
+    if let Some(missing) = &incomplete_run {
         reason = if verdict == GateVerdict::Fail {
             format!("{missing}; on the trials present, {reason}")
         } else {
-            missing
+            missing.clone()
         };
         verdict = GateVerdict::Incomplete;
     }
@@ -722,6 +753,7 @@ pub(crate) fn evaluate_with(
         gates: results,
         warnings: data_warnings(run),
         exploratory: gates.exploratory && !registered,
+        incomplete_run,
     }
 }
 
@@ -1097,6 +1129,25 @@ impl<'a> Ctx<'a> {
             lo: 0.0,
             hi: 0.0,
         });
+        // Too few probes for even a perfect record to reach the threshold: not shown below
+        // it either (the upper bound clears it), so the run cannot decide.
+        if let Some(need) = wilson_demonstrable_n(t.min) {
+            if total < need && p.hi >= t.min {
+                return Self::result(
+                    name,
+                    Bound::Min,
+                    t.min,
+                    None,
+                    format!(
+                        "inconclusive: {correct}/{total} {scope} correct, but even a perfect \
+                         record needs {need} probes for a lower Wilson 95% bound of {:.1}%: run \
+                         more trials of varied long sessions (all kinds: {})",
+                        t.min * 100.0,
+                        beside.join(", ")
+                    ),
+                );
+            }
+        }
         Self::result(
             name,
             Bound::Min,

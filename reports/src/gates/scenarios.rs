@@ -1,13 +1,16 @@
-//! The per-scenario comparisons of the candidate against `warn`: pass rate and completion
+//! The per-session comparisons of the candidate against `warn`: pass rate and completion
 //! non-inferiority (METRICS.md §Mode comparisons), judged on the units the design makes
 //! independent.
 //!
-//! **Units.** Trials of the deterministic fake are near-copies, so a scenario — not a trial —
-//! is one observation: within a scenario, a mode *passes* when every one of its non-errored
-//! trials passed, and its *completion* is the mean over those trials of turns completed ÷
-//! turns scripted. Only scenarios whose baseline (`warn`) is **expected to complete its
-//! script** (`expect.outcome` for `warn` is `success`) enter the comparison: a scenario that
-//! fails `warn` by design would only pull the difference in the candidate's favour.
+//! **Units.** Trials of the deterministic fake playing the same script are near-copies, so a
+//! *session* — not a trial — is one observation: a scenario's trials that played its script
+//! as written form one unit, and each instance a scenario's `vary:` made (different sizes
+//! and repeat counts: a different session) forms its own. Within a unit, a mode *passes*
+//! when every one of its non-errored trials passed, and its *completion* is the mean over
+//! those trials of turns completed ÷ turns scripted. Only units of scenarios whose baseline
+//! (`warn`) is **expected to complete its script** (`expect.outcome` for `warn` is
+//! `success`) enter the comparison: a scenario that fails `warn` by design would only pull
+//! the difference in the candidate's favour.
 //!
 //! **Pass rate.** Newcombe's (method 10) 95% interval on the paired difference of scenario
 //! pass rates, `warn − candidate`, with McNemar's exact p; non-inferiority when its upper
@@ -16,18 +19,19 @@
 //! **Completion.** Seeded percentile bootstrap (95%) of the mean per-scenario difference
 //! `warn − candidate`; non-inferiority when its upper bound is within the margin.
 //!
-//! Below `min_scenarios` eligible scenarios the gate is `not_evaluated` and says how many it
+//! Below `min_units` eligible sessions the gate is `not_evaluated` and says how many it
 //! needs.
 
 use std::collections::BTreeMap;
 
+use ctxbench_harness::scenario::AS_WRITTEN;
 use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow};
 use ctxbench_harness::Mode;
 
 use super::{Bound, Ctx, GateResult, GateStatus, NonInferiority};
 use crate::stats::{
-    bootstrap_mean, mcnemar_exact, newcombe_paired_difference, PairedTable, BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED, Z_95,
+    bootstrap_mean, mcnemar_exact, newcombe_demonstrable_n, newcombe_paired_difference,
+    PairedTable, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Z_95,
 };
 
 /// One mode's result on one scenario.
@@ -37,13 +41,25 @@ struct ScenarioResult {
     completion: f64,
 }
 
-/// Per scenario, the result of `mode` over its non-errored trials (none: no entry).
-fn by_scenario<'a>(
-    trials: impl Iterator<Item = &'a TrialRow>,
-) -> BTreeMap<&'a str, ScenarioResult> {
-    let mut acc: BTreeMap<&str, (bool, f64, u64)> = BTreeMap::new();
+/// A unit of comparison: a scenario, and the session instance its trials played.
+type Unit<'a> = (&'a str, &'a str);
+
+/// How a unit is named in details: the scenario id, plus `#instance` when `vary:` made it.
+fn unit_name((scenario, instance): Unit<'_>) -> String {
+    if instance == AS_WRITTEN {
+        scenario.to_string()
+    } else {
+        format!("{scenario}#{instance}")
+    }
+}
+
+/// Per unit, the result of `mode` over its non-errored trials (none: no entry).
+fn by_unit<'a>(trials: impl Iterator<Item = &'a TrialRow>) -> BTreeMap<Unit<'a>, ScenarioResult> {
+    let mut acc: BTreeMap<Unit<'a>, (bool, f64, u64)> = BTreeMap::new();
     for t in trials.filter(|t| t.outcome.status != OutcomeStatus::Errored) {
-        let e = acc.entry(t.scenario.as_str()).or_insert((true, 0.0, 0));
+        let e = acc
+            .entry((t.scenario.as_str(), t.instance.as_str()))
+            .or_insert((true, 0.0, 0));
         e.0 &= t.passed;
         e.1 += completion(t);
         e.2 += 1;
@@ -71,23 +87,23 @@ pub(crate) fn completion(t: &TrialRow) -> f64 {
 }
 
 impl Ctx<'_> {
-    /// `(warn, candidate)` results on the scenarios whose `warn` is expected to complete,
-    /// and how many scenarios ran in both modes in all.
-    fn eligible_pairs(&self) -> (Vec<(&str, ScenarioResult, ScenarioResult)>, usize) {
+    /// `(warn, candidate)` results on the units whose `warn` is expected to complete, and
+    /// how many units ran in both modes in all.
+    fn eligible_pairs(&self) -> (Vec<(String, ScenarioResult, ScenarioResult)>, usize) {
         let warn_trials = || self.run.trials.iter().filter(|t| t.mode == Mode::Warn);
-        let warn = by_scenario(warn_trials());
-        let cand = by_scenario(self.cand.iter().copied());
+        let warn = by_unit(warn_trials());
+        let cand = by_unit(self.cand.iter().copied());
         let expected_to_complete: std::collections::BTreeSet<&str> = warn_trials()
             .filter(|t| t.expected_outcome == "success")
             .map(|t| t.scenario.as_str())
             .collect();
         let mut both = 0;
         let mut out = Vec::new();
-        for (s, w) in &warn {
-            let Some(c) = cand.get(s) else { continue };
+        for (u, w) in &warn {
+            let Some(c) = cand.get(u) else { continue };
             both += 1;
-            if expected_to_complete.contains(s) {
-                out.push((*s, *w, *c));
+            if expected_to_complete.contains(u.0) {
+                out.push((unit_name(*u), *w, *c));
             }
         }
         (out, both)
@@ -100,10 +116,10 @@ impl Ctx<'_> {
             t.max,
             None,
             format!(
-                "inconclusive: needs {} scenario(s) whose `warn` is expected to complete \
-                 (expect.outcome `success` for warn), has {n} (of {both} run in both modes): \
-                 add such scenarios to the suite",
-                t.min_scenarios
+                "inconclusive: needs {} independent session(s) whose `warn` is expected to \
+                 complete (expect.outcome `success` for warn), has {n} (of {both} run in both \
+                 modes): add such scenarios, or give them `vary:` and run more trials",
+                t.min_units
             ),
         )
     }
@@ -115,7 +131,7 @@ impl Ctx<'_> {
             return Self::result(name, Bound::Max, t.max, None, self.no_candidate());
         }
         let (pairs, both) = self.eligible_pairs();
-        if (pairs.len() as u64) < t.min_scenarios {
+        if (pairs.len() as u64) < t.min_units {
             return self.too_few(name, t, pairs.len(), both);
         }
         let table = PairedTable::from_pairs(pairs.iter().map(|(_, w, c)| (w.passed, c.passed)));
@@ -125,15 +141,36 @@ impl Ctx<'_> {
         let n = table.n();
         let (pw, pc) = (table.first_passed(), table.second_passed());
         let non_inferior = ci.non_inferior(t.max);
+        // Not shown non-inferior, but too few sessions for even identical results to show it,
+        // and not shown worse either (the interval reaches 0): undecided.
+        if let Some(need) = newcombe_demonstrable_n(t.max) {
+            if !non_inferior && n < need && ci.lo <= 0.0 {
+                return Self::result(
+                    name,
+                    Bound::Max,
+                    t.max,
+                    None,
+                    format!(
+                        "inconclusive: warn {pw}/{n} vs {} {pc}/{n} session(s) whose warn is \
+                         expected to complete, but even identical results need {need} sessions \
+                         to show non-inferiority within {:.1} pp: add such scenarios, or give \
+                         them `vary:` and run more trials",
+                        self.candidate,
+                        t.max * 100.0
+                    ),
+                );
+            }
+        }
         let worse: Vec<&str> = pairs
             .iter()
             .filter(|(_, w, c)| w.passed && !c.passed)
-            .map(|(s, _, _)| *s)
+            .map(|(s, _, _)| s.as_str())
             .collect();
         let pp = |v: f64| format!("{:+.1}", v * 100.0);
         let detail = format!(
-            "by scenario (trials aggregated: a scenario passes when all its trials pass), on \
-             {n} scenario(s) whose warn is expected to complete: warn {pw}/{n} vs {cand} \
+            "by session (a scenario's copies aggregated: it passes when all its trials pass; \
+             each instance `vary:` made is its own session), on {n} session(s) whose warn is \
+             expected to complete: warn {pw}/{n} vs {cand} \
              {pc}/{n}; warn − {cand} {} pp, Newcombe 95% [{}, {}] pp: {} (upper bound {} the \
              {:.1} pp margin); McNemar exact p = {:.4}{}",
             pp(ci.value),
@@ -170,7 +207,7 @@ impl Ctx<'_> {
             return Self::result(name, Bound::Max, t.max, None, self.no_candidate());
         }
         let (pairs, both) = self.eligible_pairs();
-        if (pairs.len() as u64) < t.min_scenarios {
+        if (pairs.len() as u64) < t.min_units {
             return self.too_few(name, t, pairs.len(), both);
         }
         let diffs: Vec<f64> = pairs
@@ -182,7 +219,7 @@ impl Ctx<'_> {
             return self.too_few(name, t, pairs.len(), both);
         };
         let non_inferior = ci.hi <= t.max;
-        let mean_of = |f: &dyn Fn(&(&str, ScenarioResult, ScenarioResult)) -> f64| {
+        let mean_of = |f: &dyn Fn(&(String, ScenarioResult, ScenarioResult)) -> f64| {
             pairs.iter().map(f).sum::<f64>() / pairs.len() as f64
         };
         let worse: Vec<String> = pairs
@@ -197,9 +234,9 @@ impl Ctx<'_> {
             })
             .collect();
         let detail = format!(
-            "turns completed ÷ scripted, mean over {} scenario(s) whose warn is expected to \
+            "turns completed ÷ scripted, mean over {} session(s) whose warn is expected to \
              complete: warn {:.1}% vs {cand} {:.1}%; warn − {cand} {:+.1} pp, bootstrap 95% \
-             [{:+.1}, {:+.1}] pp ({} resamples of scenarios, seed {:#x}): {}{}",
+             [{:+.1}, {:+.1}] pp ({} resamples of sessions, seed {:#x}): {}{}",
             pairs.len(),
             mean_of(&|p| p.1.completion) * 100.0,
             mean_of(&|p| p.2.completion) * 100.0,

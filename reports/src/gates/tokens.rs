@@ -1,8 +1,9 @@
 //! The token gates: input-token reduction of the candidate against `off`, paired per step
 //! (METRICS.md §Token reduction), and the estimator's undercount against provider counts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use ctxbench_harness::scenario::AS_WRITTEN;
 use ctxbench_harness::Mode;
 use polars::prelude::*;
 
@@ -133,37 +134,60 @@ pub(crate) fn median_reduction(p: &Pairing) -> PolarsResult<Option<f64>> {
         .filter(|v| v.is_finite()))
 }
 
-/// Seeded cluster-bootstrap 95% interval ([`crate::stats::bootstrap_median`]) of the
-/// median `reduction` of a [`Pairing`], resampling its **scenarios** (all the steps of all
-/// the trials of one scenario form one cluster: trials of the deterministic fake are
-/// near-copies, so a scenario is the independent unit); `None` with fewer than two.
-pub(crate) fn reduction_interval(p: &Pairing) -> PolarsResult<Option<BootstrapInterval>> {
+/// The session instance each (scenario, trial) played (see [`unit_clusters`]).
+pub(crate) type Instances<'a> = BTreeMap<(&'a str, u32), &'a str>;
+
+/// Which session instance every (scenario, trial) of the run played.
+pub(crate) fn instances(run: &RunData) -> Instances<'_> {
+    run.trials
+        .iter()
+        .map(|t| ((t.scenario.as_str(), t.trial), t.instance.as_str()))
+        .collect()
+}
+
+/// The paired reductions grouped by **unit**: all the steps of the trials of one scenario
+/// that played the same session instance form one cluster. Trials of the deterministic fake
+/// playing the script as written are near-copies, so such a scenario is one unit; trials a
+/// scenario's `vary:` turned into different sessions are units of their own.
+pub(crate) fn unit_clusters(p: &Pairing, instances: &Instances<'_>) -> PolarsResult<Vec<Vec<f64>>> {
     let df = &p.paired;
-    if df.height() == 0 {
-        return Ok(None);
-    }
     let scenario = df
         .column("scenario")?
         .as_materialized_series()
         .str()?
         .clone();
+    let trial = df
+        .column("trial")?
+        .as_materialized_series()
+        .cast(&DataType::UInt32)?;
+    let trial = trial.u32()?;
     let reduction = df
         .column("reduction")?
         .as_materialized_series()
         .f64()?
         .clone();
-    // The frame is sorted by (scenario, trial, step), so a cluster is a run of rows.
-    let mut clusters: Vec<Vec<f64>> = Vec::new();
-    let mut key: Option<Option<&str>> = None;
-    for (s, r) in scenario.iter().zip(reduction.iter()) {
-        if key != Some(s) {
-            key = Some(s);
-            clusters.push(Vec::new());
-        }
-        if let (Some(r), Some(last)) = (r, clusters.last_mut()) {
-            last.push(r);
-        }
+    let mut clusters: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for ((s, t), r) in scenario.iter().zip(trial.iter()).zip(reduction.iter()) {
+        let (Some(s), Some(t), Some(r)) = (s, t, r) else {
+            continue;
+        };
+        let instance = instances.get(&(s, t)).copied().unwrap_or(AS_WRITTEN);
+        clusters.entry((s, instance)).or_default().push(r);
     }
+    Ok(clusters.into_values().collect())
+}
+
+/// Seeded cluster-bootstrap 95% interval ([`crate::stats::bootstrap_median`]) of the
+/// median `reduction` of a [`Pairing`], resampling its units ([`unit_clusters`]); `None`
+/// with fewer than two.
+pub(crate) fn reduction_interval(
+    p: &Pairing,
+    instances: &Instances<'_>,
+) -> PolarsResult<Option<BootstrapInterval>> {
+    if p.paired.height() == 0 {
+        return Ok(None);
+    }
+    let clusters = unit_clusters(p, instances)?;
     Ok(bootstrap_median(
         &clusters,
         BOOTSTRAP_RESAMPLES,
@@ -253,18 +277,15 @@ pub(super) fn token_reduction(
         ));
     }
     let median = median_reduction(&pairing)?;
-    let scenarios = pairing
-        .paired
-        .column("scenario")?
-        .as_materialized_series()
-        .n_unique()? as u64;
-    if scenarios < t.min_clusters {
+    let instances = instances(ctx.run);
+    let units = unit_clusters(&pairing, &instances)?.len() as u64;
+    if units < t.min_clusters {
         return Ok(result(
             None,
             format!(
-                "inconclusive: needs {} scenario(s) of {scope} paired with `off` (the \
-                 interval's independent clusters), has {scenarios}; median {} over {pairs} \
-                 paired steps",
+                "inconclusive: needs {} independent session(s) of {scope} paired with `off` \
+                 (the interval's clusters: scenarios, or the instances `vary:` makes of \
+                 one), has {units}; median {} over {pairs} paired steps",
                 t.min_clusters,
                 median
                     .map(|m| format!("{:.1}%", m * 100.0))
@@ -294,11 +315,11 @@ pub(super) fn token_reduction(
          of {scope}",
         ctx.candidate
     );
-    let lower = match reduction_interval(&pairing)? {
+    let lower = match reduction_interval(&pairing, &instances)? {
         Some(ci) => {
             detail.push_str(&format!(
                 "; median {:.1}%, percentile bootstrap 95% [{:.1}%, {:.1}%] ({} resamples of \
-                 {} scenario clusters, seed {:#x})",
+                 {} session clusters, seed {:#x})",
                 median.unwrap_or(f64::NAN) * 100.0,
                 ci.lo * 100.0,
                 ci.hi * 100.0,
