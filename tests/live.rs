@@ -25,7 +25,17 @@ const SCENARIOS: &[&str] = &[
 ];
 
 fn run(dir: &Path, out: &str, provider: &[&str], extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["run", "--out", out, "--progress", "none", "--seed", "3"];
+    let mut args = vec![
+        "run",
+        "--out",
+        out,
+        "--progress",
+        "none",
+        "--seed",
+        "3",
+        "--trials",
+        "1",
+    ];
     for s in SCENARIOS {
         args.extend_from_slice(&["--scenario", s]);
     }

@@ -31,11 +31,12 @@ impl SuiteScripts {
         }
     }
 
-    /// The script of `scenario` instantiated with `seed` (a trial seed).
-    pub fn script(&self, scenario: &str, seed: u64) -> Option<FakeScript> {
+    /// The script of trial `trial` of `scenario`, instantiated with `seed` (its trial seed)
+    /// — varied as the scenario's `vary:` says, exactly as in process.
+    pub fn script(&self, scenario: &str, seed: u64, trial: u32) -> Option<FakeScript> {
         let s = self.scenarios.get(scenario)?;
         Some(
-            s.instantiate(seed, &|t: &str| self.tokenizer.count_text(t))
+            s.instantiate_trial(seed, trial, &|t: &str| self.tokenizer.count_text(t))
                 .fake,
         )
     }
@@ -43,8 +44,8 @@ impl SuiteScripts {
 
 impl ScriptResolver for SuiteScripts {
     fn resolve(&self, key: &str) -> Option<FakeScript> {
-        let (scenario, seed, _mode, _trial) = parse_trial_key(key)?;
-        self.script(&scenario, seed)
+        let (scenario, seed, _mode, trial) = parse_trial_key(key)?;
+        self.script(&scenario, seed, trial)
     }
 }
 
@@ -67,6 +68,18 @@ mod tests {
         let direct = s.instantiate(99, &|t: &str| tok.count_text(t)).fake;
         assert_eq!(scripts.resolve(&key), Some(direct));
         assert_eq!(scripts.resolve("nope~1~compact~0"), None);
+        // A varied trial resolves to its varied script.
+        let v =
+            crate::scenario::load_str("v.yaml", include_str!("../../scenarios/fits-window.yaml"))
+                .unwrap();
+        let scripts = SuiteScripts::new([Arc::new(v.clone())]);
+        let key = trial_key(&v.id, 5, crate::Mode::Warn, 3);
+        let varied = v.instantiate_trial(5, 3, &|t: &str| tok.count_text(t)).fake;
+        assert_eq!(scripts.resolve(&key), Some(varied.clone()));
+        assert_ne!(
+            Some(varied),
+            Some(v.instantiate(5, &|t: &str| tok.count_text(t)).fake)
+        );
         assert_eq!(scripts.resolve("garbage"), None);
     }
 }
