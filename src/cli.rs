@@ -207,9 +207,9 @@ pub struct RunArgs {
     /// Attempts per HTTP request (the first included) before the trial counts as errored.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub max_attempts: u32,
-    /// Trials per scenario × mode.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub trials: u32,
+    /// Trials per scenario × mode [default: each scenario's `vary: {instances: N}`, else 1].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u32>,
     /// Concurrent trials (default: number of CPUs).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
@@ -264,6 +264,10 @@ pub struct ReportArgs {
     /// differences in index.html, summary.md and baseline.csv.
     #[arg(long, value_name = "BASE_RUN_DIR")]
     pub baseline: Vec<PathBuf>,
+    /// Evaluate `--gates` that differ from the registered ones as exploratory (stamped in
+    /// every output); without it they give no verdict.
+    #[arg(long)]
+    pub exploratory: bool,
 }
 
 /// `ctxbench gate`.
@@ -276,6 +280,10 @@ pub struct GateArgs {
     /// gates).
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// Evaluate gates that differ from the ones registered before the run: the verdict and
+    /// every output are stamped exploratory. Without it such gates give no verdict (exit 3).
+    #[arg(long)]
+    pub exploratory: bool,
     /// Print the gate report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -1,6 +1,7 @@
 //! External agents as systems under test (`--sut exec:…`, the `ctxbench.agent/1`
 //! protocol): the reference engine behind the protocol (`ctxbench agent`) reproduces the
-//! in-process verdicts, broken agents give typed errored trials quickly, mutants are caught
+//! in-process verdicts, broken agents give typed failed trials quickly, a refusing agent
+//! passes nothing it refused, mutants are caught
 //! through the external path (also black box, without any agent events), and the
 //! conformance check passes for `ctxbench agent` and fails for a broken adapter.
 #![cfg(unix)]
@@ -115,6 +116,8 @@ fn an_external_agent_reaches_an_upstream_model_through_the_recording_proxy() {
         "tool-pressure",
         "--scenario",
         "overflow-retry",
+        "--trials",
+        "1",
     ];
     let served = |out: &str, extra: &[&str]| {
         let mut args = vec!["--sut", sut.as_str(), "--agent-timeout", "60"];
@@ -178,7 +181,7 @@ fn script(dir: &Path, name: &str, body: &str) -> String {
 const READY: &str = r#"read -r line; echo '{"type":"ready","id":1,"protocol":"ctxbench.agent/1","agent":"broken"}'"#;
 
 #[test]
-fn broken_agents_give_typed_errored_trials_quickly_and_the_run_completes() {
+fn broken_agents_give_typed_failed_trials_quickly_and_the_run_completes() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = [
         (
@@ -235,8 +238,15 @@ fn broken_agents_give_typed_errored_trials_quickly_and_the_run_completes() {
         );
         let all = trials(&dir);
         assert_eq!(all.len(), 4, "{name}: every trial ran");
+        // A crash, hang or protocol error is the system under test's failure; only an agent
+        // that could not be started at all (a configuration error) leaves no verdict.
+        let status = if name == "missing" {
+            "errored"
+        } else {
+            "failed"
+        };
         for (id, t) in &all {
-            assert_eq!(t["outcome"]["status"], "errored", "{name} {id}: {t}");
+            assert_eq!(t["outcome"]["status"], status, "{name} {id}: {t}");
             assert_eq!(
                 t["outcome"]["reason"], reason,
                 "{name} {id}: {}",
@@ -380,4 +390,63 @@ fn conformance_passes_for_ctxbench_agent_and_fails_for_a_broken_adapter() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(stdout.contains("PASS  handshake"), "{stdout}");
     assert!(stdout.contains("FAIL  turn"), "{stdout}");
+}
+
+/// An agent that answers every turn with an honest-looking refusal (`limit_reached`) and
+/// never calls the model.
+const REFUSER: &str = r#"while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"type":"[a-z_]*","id":\([0-9]*\).*/\1/p')
+  case "$line" in
+    *'"type":"start"'*) echo "{\"type\":\"ready\",\"id\":$id,\"protocol\":\"ctxbench.agent/1\",\"agent\":\"refuser\"}";;
+    *'"type":"user_turn"'*) echo "{\"type\":\"turn_complete\",\"id\":$id,\"outcome\":{\"status\":\"limit_reached\",\"reason\":\"context_exhausted\",\"detail\":\"the context is full\"}}";;
+    *'"type":"compact"'*) echo "{\"type\":\"compact_complete\",\"id\":$id,\"outcome\":{\"outcome\":\"unchanged\",\"reason\":\"nothing_to_compact\"}}";;
+    *'"type":"shutdown"'*) echo "{\"type\":\"bye\",\"id\":$id}"; exit 0;;
+    *) echo "{\"type\":\"ack\",\"id\":$id}";;
+  esac
+done
+"#;
+
+/// A runtime that refuses work passes none of the scenarios it refused — in any mode, also
+/// where the scenario leaves the outcome to the graders — and scores below one that works.
+#[test]
+fn a_runtime_that_refuses_turns_passes_nothing_it_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sut = script(tmp.path(), "refuser.sh", REFUSER);
+    let dir = run(
+        tmp.path(),
+        "refused",
+        &[
+            "--sut",
+            &sut,
+            "--agent-timeout",
+            "20",
+            "--scenario",
+            "fits-window",
+            "--scenario",
+            "long-recall",
+            "--trials",
+            "1",
+        ],
+    );
+    let all = trials(&dir);
+    assert_eq!(all.len(), 6);
+    for (id, t) in &all {
+        assert_eq!(t["outcome"]["status"], "limit_reached", "{id}: {t}");
+        assert!(!t["passed"].as_bool().unwrap(), "{id}: a refusal passed");
+        let limit = t["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["grader"] == "limit-honest")
+            .unwrap();
+        assert_eq!(limit["status"], "fail", "{id}: {limit}");
+    }
+    // Nothing was completed: the summary says so per mode.
+    let summary =
+        support::csv_split(&std::fs::read_to_string(dir.join("report/summary.csv")).unwrap());
+    let col = |n: &str| summary[0].iter().position(|h| h == n).unwrap();
+    for row in summary[1..].iter().filter(|r| r[col("scope")] == "suite") {
+        assert_eq!(row[col("completion")], "0.000000", "{row:?}");
+        assert_eq!(row[col("passed")], "0", "{row:?}");
+    }
 }

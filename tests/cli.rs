@@ -289,6 +289,89 @@ fn default_run_passes_the_gates_with_compact() {
         .parse()
         .unwrap();
     assert!(reduction >= 0.30, "{reduction}");
+    // The gate judges the interval's lower bound, which clears the threshold too.
+    let lower: f64 = by_mode("compact")[col("token_reduction_vs_off_lo")]
+        .parse()
+        .unwrap();
+    assert!(lower >= 0.30, "{lower}");
+    let completion: f64 = by_mode("compact")[col("completion")].parse().unwrap();
+    assert!(completion > 0.9, "{completion}");
+
+    // The registered gates decide; other gates give no verdict (exit 3) …
+    let again = ctxbench(tmp.path(), &["gate", "r"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    std::fs::write(
+        tmp.path().join("looser.yaml"),
+        "version: 1\ngates:\n  errored_trials: {max: 5}\n",
+    )
+    .unwrap();
+    let looser = ctxbench(tmp.path(), &["gate", "r", "--gates", "looser.yaml"]);
+    assert_eq!(looser.status.code(), Some(3), "{}", text(&looser));
+    assert!(text(&looser).contains("--exploratory"), "{}", text(&looser));
+    // … unless evaluated as exploratory, which every output says.
+    let exploratory = ctxbench(
+        tmp.path(),
+        &["gate", "r", "--gates", "looser.yaml", "--exploratory"],
+    );
+    assert_eq!(exploratory.status.code(), Some(0), "{}", text(&exploratory));
+    assert!(
+        text(&exploratory).contains("EXPLORATORY PASS"),
+        "{}",
+        text(&exploratory)
+    );
+    let rep = ctxbench(
+        tmp.path(),
+        &[
+            "report",
+            "r",
+            "--gates",
+            "looser.yaml",
+            "--exploratory",
+            "--out",
+            "x",
+        ],
+    );
+    assert_eq!(rep.status.code(), Some(0), "{}", text(&rep));
+    for (file, needle) in [
+        ("index.html", "<h1>EXPLORATORY PASS</h1>"),
+        ("summary.md", "ctxbench: EXPLORATORY PASS"),
+        ("junit.xml", "value=\"EXPLORATORY PASS\""),
+        ("gates.json", "\"exploratory\": true"),
+    ] {
+        let body = std::fs::read_to_string(tmp.path().join("x").join(file)).unwrap();
+        assert!(body.contains(needle), "{file} lacks {needle}");
+    }
+}
+
+#[test]
+fn a_subset_of_shards_cannot_give_a_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shard = ctxbench(
+        tmp.path(),
+        &[
+            "run",
+            "--scenario",
+            "fits-window",
+            "--trials",
+            "2",
+            "--shard",
+            "1/3",
+            "--out",
+            "s1",
+            "--progress",
+            "none",
+        ],
+    );
+    assert_eq!(shard.status.code(), Some(3), "{}", text(&shard));
+    for args in [&["report", "s1"][..], &["gate", "s1"][..]] {
+        let o = ctxbench(tmp.path(), args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("shard(s) 2/3, 3/3 missing"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
 }
 
 /// Debian's Chromium, as `ci/test` installs it. Outside CI a missing browser skips the test;

@@ -25,7 +25,17 @@ const SCENARIOS: &[&str] = &[
 ];
 
 fn run(dir: &Path, out: &str, provider: &[&str], extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["run", "--out", out, "--progress", "none", "--seed", "3"];
+    let mut args = vec![
+        "run",
+        "--out",
+        out,
+        "--progress",
+        "none",
+        "--seed",
+        "3",
+        "--trials",
+        "1",
+    ];
     for s in SCENARIOS {
         args.extend_from_slice(&["--scenario", s]);
     }
@@ -107,7 +117,7 @@ fn openai_adapter_against_serve_fake_matches_the_in_process_fake() {
         &[],
     );
     assert!(
-        http.status.code() == Some(0) || http.status.code() == Some(1),
+        matches!(http.status.code(), Some(0 | 1 | 3)),
         "{}",
         text(&http)
     );
@@ -146,7 +156,7 @@ fn anthropic_wire_with_exact_counts_against_serve_fake() {
         ],
         &[],
     );
-    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{}", text(&o));
     let run_dir = dir.path().join("anthropic");
     let trials = std::fs::read_to_string(run_dir.join("trials.jsonl")).unwrap();
     assert_eq!(trials.lines().count(), SCENARIOS.len() * 3, "{trials}");
@@ -253,7 +263,11 @@ fn cassettes_replay_a_recorded_run_and_name_the_first_miss() {
         &["--provider", "openai", "--base-url", &server.url],
         &["--record", "c.jsonl"],
     );
-    assert!(recorded.status.code().unwrap() <= 1, "{}", text(&recorded));
+    assert!(
+        matches!(recorded.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&recorded)
+    );
     drop(server);
 
     // No server any more: every answer comes from the cassette.

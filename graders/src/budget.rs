@@ -70,8 +70,8 @@ impl Grader for Budget {
                 grader: self.name().into(),
                 status: VerdictStatus::Skip,
                 summary: format!(
-                    "not-applicable: {unverifiable} over-budget request(s) in warn mode, and the \
-                     system reports no events, so no warning can be seen"
+                    "not-applicable: the system under test reports no events, so no warning \
+                     before its {unverifiable} over-budget request(s) in warn mode can be seen"
                 ),
                 evidence: Vec::new(),
             };

@@ -225,8 +225,13 @@ impl Judge for Graders {
             }
         }
         let recall = recall::recall_rows(scenario, record);
-        let outcome_ok = outcome_matches(&scenario.expect.outcome, record.outcome.status);
+        let outcome_ok = outcome_matches(
+            scenario.expect.outcome_for(record.mode),
+            record.outcome.status,
+        );
+        // A crash, hang or protocol break of the system under test is never expected.
         let passed = record.outcome.status != OutcomeStatus::Errored
+            && !record.outcome.sut_fault
             && outcome_ok
             && verdicts.iter().all(|v| v.status != VerdictStatus::Fail);
         Judgement {

@@ -11,6 +11,8 @@
 //!   needs a session that, kept whole, would not fit it. A system that refuses work that fits
 //!   fails here. Counts within `tolerance` (parameter, default 10%) of the budget are given
 //!   the benefit of the doubt either way: estimators differ.
+//! - The modes' contract: `off` never stops for context (it sends; the provider decides), and
+//!   `warn` stops only for mandatory context — a refusal in either is a failure.
 //! - In `warn`/`compact`, no request is sent whose mandatory context is over the budget by
 //!   more than the tolerance.
 //! - When the scenario expects `limit_reached` before any provider call, the trial stops so
@@ -130,6 +132,22 @@ impl Grader for LimitHonest {
                     })
                 }
             };
+            // The modes' contract (seed 000 §Recommended modes): `off` sends everything and
+            // never stops for context; `warn` stops only when mandatory context cannot fit.
+            let problem = problem.or_else(|| {
+                let stopped = matches!(t.outcome, TurnOutcome::LimitReached { .. });
+                match rec.mode {
+                    Mode::Off if stopped => Some((
+                        "no context stop in `off` (it sends, the provider decides)".into(),
+                        format!("limit_reached / {reason}"),
+                    )),
+                    Mode::Warn if stopped && reason != reasons::MANDATORY_CONTEXT => Some((
+                        "in `warn`, a stop only for mandatory context that cannot fit".into(),
+                        format!("limit_reached / {reason}"),
+                    )),
+                    _ => None,
+                }
+            });
             if let Some((expected, seen)) = problem {
                 failures.push(Evidence {
                     step: Some(t.step),
@@ -205,7 +223,7 @@ impl Grader for LimitHonest {
             }
             if let ExpectedOutcome::LimitReached {
                 before_provider_call,
-            } = ctx.scenario.expect.outcome
+            } = *ctx.scenario.expect.outcome_for(rec.mode)
             {
                 if rec.outcome.status != OutcomeStatus::LimitReached {
                     failures.push(Evidence {

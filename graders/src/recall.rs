@@ -118,6 +118,7 @@ pub fn recall_rows(scenario: &Scenario, record: &TrialRecord) -> Vec<RecallRow> 
                 },
             };
             out.push(RecallRow {
+                kind: fact.kind.as_str().to_string(),
                 fact: id.clone(),
                 step: turn.step,
                 expected: describe(&expected),

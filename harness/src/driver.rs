@@ -364,7 +364,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let scenario = &spec.scenario;
     let seed = trial_seed(spec.run_seed, &scenario.id, spec.trial);
     let tokenizer = FakeTokenizer::new();
-    let instance = scenario.instantiate(seed, &|t: &str| tokenizer.count_text(t));
+    let instance = scenario.instantiate_trial(seed, spec.trial, &|t: &str| tokenizer.count_text(t));
 
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
     let model = spec.provider.effective_model(&scenario.model);
@@ -431,6 +431,10 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     };
     let mut server: Option<ctxbench_adapters::serve::FakeServerHandle> = None;
     let mut failure_reason: Option<String> = None;
+    // Whether the trial's stop is the system under test's own failure (a crash, a timeout,
+    // its session I/O) — it then fails the trial — rather than ctxbench's or the provider's
+    // (then the trial is errored, counted apart).
+    let mut sut_fault = false;
     let prepared = infra_error
         .as_ref()
         .map_or(Ok(()), |(_, e)| Err(e.clone()))
@@ -516,6 +520,9 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         }
                         Err(e) => {
                             failure_reason = Some(e.kind().to_string());
+                            // A command that cannot start is a configuration error; anything
+                            // the started runtime does wrong is its own failure.
+                            sut_fault = e.kind() != "agent_spawn_failed";
                             Err(e.to_string())
                         }
                     }
@@ -569,6 +576,16 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         .count();
                     executions.extend(tools.executions);
                     if let TurnOutcome::Errored { detail } = &outcome {
+                        // Infrastructure when the provider failed in this step (after the
+                        // retry layer); otherwise the system's own error.
+                        let provider_failed = lock(&log).items[before..].iter().any(|(_, i)| {
+                            matches!(i, LogItem::Exchange { result: Err(e), .. }
+                                if e.is_infrastructure())
+                        });
+                        if !provider_failed && infra_error.is_none() {
+                            sut_fault = true;
+                            failure_reason.get_or_insert_with(|| "sut_error".into());
+                        }
                         infra_error.get_or_insert((index, detail.clone()));
                     }
                     turns.push((index, turn.user.clone(), outcome, sent, turn.probe.clone()));
@@ -579,6 +596,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                 Step::Restart => {
                     if let Err(e) = engine.restart_async(&mut sink).await {
                         infra_error = Some((index, format!("restart failed: {e}")));
+                        sut_fault = true;
+                        failure_reason.get_or_insert_with(|| "sut_error".into());
                         break;
                     }
                 }
@@ -614,6 +633,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                         Ok(false) => {}
                         Err(e) => {
                             infra_error = Some((index, format!("corrupting the checkpoint: {e}")));
+                            sut_fault = true;
+                            failure_reason.get_or_insert_with(|| "sut_error".into());
                             break;
                         }
                     }
@@ -628,6 +649,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                     }
                     if let Err(e) = engine.instructions_edited(&instructions_path).await {
                         infra_error = Some((index, format!("instruction edit: {e}")));
+                        sut_fault = true;
+                        failure_reason.get_or_insert_with(|| "sut_error".into());
                         break;
                     }
                 }
@@ -637,6 +660,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
 
     engine.finish().await;
     if let Some((reason, detail)) = engine.failure() {
+        sut_fault = reason != "agent_spawn_failed";
         failure_reason = Some(reason);
         if let Some((_, d)) = &mut infra_error {
             *d = detail;
@@ -673,6 +697,7 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                 step,
                 failure_reason.unwrap_or_else(|| "infrastructure".into()),
                 detail,
+                sut_fault,
             )
         }),
         black_box,
@@ -796,7 +821,7 @@ fn assemble(
     compactions: Vec<CompactionRecord>,
     transcript: Vec<Message>,
     transcript_hash: String,
-    infra_error: Option<(u64, String, String)>,
+    infra_error: Option<(u64, String, String, bool)>,
     black_box: bool,
     started_at: String,
     elapsed_ms: u64,
@@ -819,6 +844,7 @@ fn assemble(
     let mut seq = 0u64;
     let mut stats = TrialStats {
         steps: steps.len() as u64,
+        turns_scripted: steps.iter().filter(|s| matches!(s, Step::Turn(_))).count() as u64,
         ..Default::default()
     };
     let mut turn_requests: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
@@ -1034,6 +1060,7 @@ fn assemble(
         reason: String::new(),
         step: None,
         detail: String::new(),
+        sut_fault: false,
     };
     for (step, user, o, _sent, probe) in turn_tuples {
         let (status, reason, detail) = match &o {
@@ -1064,6 +1091,7 @@ fn assemble(
                 reason,
                 step: Some(step),
                 detail,
+                sut_fault: false,
             };
         }
         turns.push(TurnRecord {
@@ -1074,12 +1102,17 @@ fn assemble(
             probe,
         });
     }
-    if let Some((step, reason, detail)) = infra_error {
+    if let Some((step, reason, detail, sut_fault)) = infra_error {
         outcome = TrialOutcome {
-            status: OutcomeStatus::Errored,
+            status: if sut_fault {
+                OutcomeStatus::Failed
+            } else {
+                OutcomeStatus::Errored
+            },
             reason,
             step: Some(step),
             detail,
+            sut_fault,
         };
     }
 

@@ -32,11 +32,11 @@ pub struct SuiteScripts {
     cache: Mutex<ScriptCache>,
 }
 
-/// (scenario, seed) → script and the tick of its latest use.
+/// (scenario, seed, trial) → script and the tick of its latest use.
 struct ScriptCache {
     capacity: usize,
     tick: u64,
-    scripts: HashMap<(String, u64), (Arc<FakeScript>, u64)>,
+    scripts: HashMap<(String, u64, u32), (Arc<FakeScript>, u64)>,
 }
 
 impl SuiteScripts {
@@ -58,9 +58,15 @@ impl SuiteScripts {
         }
     }
 
-    /// The script of `scenario` with `seed`, from the cache or instantiated (and cached).
-    pub fn shared_script(&self, scenario: &str, seed: u64) -> Option<Arc<FakeScript>> {
-        let id = (scenario.to_string(), seed);
+    /// The script of trial `trial` of `scenario` with `seed`, from the cache or
+    /// instantiated (and cached).
+    pub fn shared_script(
+        &self,
+        scenario: &str,
+        seed: u64,
+        trial: u32,
+    ) -> Option<Arc<FakeScript>> {
+        let id = (scenario.to_string(), seed, trial);
         {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             cache.tick += 1;
@@ -71,7 +77,7 @@ impl SuiteScripts {
             }
         }
         // Instantiate outside the lock: concurrent trials of other scripts go on.
-        let script = Arc::new(self.script(scenario, seed)?);
+        let script = Arc::new(self.script(scenario, seed, trial)?);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.capacity == 0 {
             return Some(script);
@@ -100,11 +106,12 @@ impl SuiteScripts {
             .len()
     }
 
-    /// The script of `scenario` instantiated with `seed` (a trial seed).
-    pub fn script(&self, scenario: &str, seed: u64) -> Option<FakeScript> {
+    /// The script of trial `trial` of `scenario`, instantiated with `seed` (its trial seed)
+    /// — varied as the scenario's `vary:` says, exactly as in process.
+    pub fn script(&self, scenario: &str, seed: u64, trial: u32) -> Option<FakeScript> {
         let s = self.scenarios.get(scenario)?;
         Some(
-            s.instantiate(seed, &|t: &str| self.tokenizer.count_text(t))
+            s.instantiate_trial(seed, trial, &|t: &str| self.tokenizer.count_text(t))
                 .fake,
         )
     }
@@ -112,13 +119,13 @@ impl SuiteScripts {
 
 impl ScriptResolver for SuiteScripts {
     fn resolve(&self, key: &str) -> Option<FakeScript> {
-        let (scenario, seed, _mode, _trial) = parse_trial_key(key)?;
-        self.script(&scenario, seed)
+        let (scenario, seed, _mode, trial) = parse_trial_key(key)?;
+        self.script(&scenario, seed, trial)
     }
 
     fn script(&self, key: &str) -> Option<Arc<FakeScript>> {
-        let (scenario, seed, _mode, _trial) = parse_trial_key(key)?;
-        self.shared_script(&scenario, seed)
+        let (scenario, seed, _mode, trial) = parse_trial_key(key)?;
+        self.shared_script(&scenario, seed, trial)
     }
 }
 
@@ -141,6 +148,18 @@ mod tests {
         let direct = s.instantiate(99, &|t: &str| tok.count_text(t)).fake;
         assert_eq!(scripts.resolve(&key), Some(direct));
         assert_eq!(scripts.resolve("nope~1~compact~0"), None);
+        // A varied trial resolves to its varied script.
+        let v =
+            crate::scenario::load_str("v.yaml", include_str!("../../scenarios/fits-window.yaml"))
+                .unwrap();
+        let scripts = SuiteScripts::new([Arc::new(v.clone())]);
+        let key = trial_key(&v.id, 5, crate::Mode::Warn, 3);
+        let varied = v.instantiate_trial(5, 3, &|t: &str| tok.count_text(t)).fake;
+        assert_eq!(scripts.resolve(&key), Some(varied.clone()));
+        assert_ne!(
+            Some(varied),
+            Some(v.instantiate(5, &|t: &str| tok.count_text(t)).fake)
+        );
         assert_eq!(scripts.resolve("garbage"), None);
     }
 

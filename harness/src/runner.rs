@@ -66,8 +66,8 @@ pub struct RunPlan {
     pub scenarios: Vec<Arc<Scenario>>,
     /// Modes (each scenario runs in those it allows).
     pub modes: Vec<Mode>,
-    /// Trials per scenario × mode.
-    pub trials: u32,
+    /// Trials per scenario × mode; `None`: each scenario's own count (`vary.instances`).
+    pub trials: Option<u32>,
     /// Run seed.
     pub seed: u64,
     /// Concurrent trials.
@@ -115,7 +115,7 @@ impl RunPlan {
                 if !s.modes.contains(&mode) {
                     continue;
                 }
-                for trial in 0..self.trials {
+                for trial in 0..self.trials_of(s) {
                     out.push(TrialSpec {
                         scenario: s.clone(),
                         mode,
@@ -129,6 +129,11 @@ impl RunPlan {
             }
         }
         out
+    }
+
+    /// Trials per mode of scenario `s`: `--trials`, else the scenario's own count.
+    pub fn trials_of(&self, s: &Scenario) -> u32 {
+        self.trials.unwrap_or(s.vary.instances)
     }
 
     fn manifest(&self, matrix_size: u64, full_matrix_size: u64) -> Manifest {
@@ -158,6 +163,7 @@ impl RunPlan {
                         .copied()
                         .filter(|m| s.modes.contains(m))
                         .collect(),
+                    trials: self.trials_of(s),
                 })
                 .collect(),
             matrix_size,
@@ -506,8 +512,9 @@ pub fn rows(
         model: record.model.clone(),
         trial: record.trial,
         seed: record.seed,
+        instance: spec.scenario.vary.instance_label(record.trial),
         outcome,
-        expected_outcome: expected_text(&spec.scenario.expect.outcome),
+        expected_outcome: expected_text(spec.scenario.expect.outcome_for(record.mode)),
         passed: judgement.passed,
         verdicts,
         recall,

@@ -96,7 +96,7 @@ fn synthesise(dir: &Path, o: &Opts) -> std::io::Result<u64> {
         seed: 1,
         provider: "fake".into(),
         modes: Mode::ALL.to_vec(),
-        trials: o.trials,
+        trials: Some(o.trials),
         concurrency: 2,
         suite_source: "builtin".into(),
         scenarios: scenarios
@@ -108,6 +108,7 @@ fn synthesise(dir: &Path, o: &Opts) -> std::io::Result<u64> {
                 source: format!("builtin:{id}.yaml"),
                 source_hash: "ab".repeat(32),
                 modes: Mode::ALL.to_vec(),
+                trials: o.trials,
             })
             .collect(),
         matrix_size: o.scenarios * 3 * u64::from(o.trials),
@@ -239,11 +240,13 @@ fn synthesise(dir: &Path, o: &Opts) -> std::io::Result<u64> {
                     model: "fake-model".into(),
                     trial: t,
                     seed: 1000 + u64::from(t),
+                    instance: "as-written".into(),
                     outcome: TrialOutcome {
                         status: OutcomeStatus::Success,
                         reason: String::new(),
                         step: None,
                         detail: String::new(),
+                        sut_fault: false,
                     },
                     expected_outcome: "success".into(),
                     passed: mix(written) % 10 != 0,
@@ -259,6 +262,7 @@ fn synthesise(dir: &Path, o: &Opts) -> std::io::Result<u64> {
                         expected: "contains: PostgreSQL".into(),
                         answer: Some("PostgreSQL".into()),
                         correct: true,
+                        kind: "constraint".into(),
                     }],
                     stats,
                     started_at: "2025-01-01T00:00:01Z".into(),

@@ -73,6 +73,7 @@ pub const TRIAL_COLUMNS_HEAD: &[&str] = &[
     "model",
     "trial",
     "seed",
+    "instance",
     "status",
     "reason",
     "expected_outcome",
@@ -275,6 +276,10 @@ pub fn trials_frame(
         ),
         column("trial", ts.iter().map(|t| t.trial).collect::<Vec<u32>>()),
         column("seed", ts.iter().map(|t| t.seed).collect::<Vec<u64>>()),
+        column(
+            "instance",
+            ts.iter().map(|t| t.instance.as_str()).collect::<Vec<_>>(),
+        ),
         column(
             "status",
             ts.iter()

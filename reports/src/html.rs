@@ -195,7 +195,7 @@ fn banner(h: &mut Html<'_>, g: &GateReport) -> io::Result<()> {
     h.raw("<header class=\"banner ")?;
     h.raw(class)?;
     h.raw("\">\n<h1>")?;
-    h.raw(g.verdict.label())?;
+    h.text(&g.headline())?;
     h.raw("</h1>\n<p>")?;
     h.text(&g.reason)?;
     h.raw(" (candidate <b>")?;
@@ -305,7 +305,7 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
     }
     h.raw("</tr></thead>\n<tbody>\n")?;
     type Cell = fn(&SummaryRow) -> String;
-    let metrics: [(&str, Cell); 22] = [
+    let metrics: [(&str, Cell); 23] = [
         ("trials", |r| r.trials.to_string()),
         ("errored", |r| r.errored.to_string()),
         // Infrastructure trouble the retry layer absorbed, apart from model failures.
@@ -314,6 +314,7 @@ fn modes_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         }),
         ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
         ("recall [Wilson 95%]", |r| prop(r.recall)),
+        ("turns completed / scripted", |r| pct(r.completion)),
         ("median input tokens / request", |r| {
             opt(r.median_input_tokens, 0)
         }),
@@ -378,6 +379,7 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         "errored",
         "pass rate",
         "recall",
+        "completion",
         "median input",
         "p95 input",
         "over budget (unwarned)",
@@ -399,6 +401,7 @@ fn scenarios_table(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         h.td_num(&r.errored.to_string())?;
         h.td_num(&prop(r.pass_rate))?;
         h.td_num(&prop(r.recall))?;
+        h.td_num(&pct(r.completion))?;
         h.td_num(&opt(r.median_input_tokens, 0))?;
         h.td_num(&opt(r.p95_input_tokens, 0))?;
         h.td_num(&format!(
@@ -934,7 +937,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         h.td_num(&m.seed.to_string())?;
         h.td(&m.provider)?;
         h.td(&modes(&m.modes))?;
-        h.td_num(&m.trials.to_string())?;
+        h.td_num(&crate::read::trials_text(m.trials))?;
         h.td_num(&m.concurrency.to_string())?;
         h.td(&m.suite_source)?;
         h.td_num(&m.matrix_size.to_string())?;

@@ -331,7 +331,8 @@ fn outcome_outcome(graded: &[&TrialRow]) -> Outcome {
 
 fn gates_suite(g: &GateReport) -> Suite {
     let mut properties = vec![
-        ("verdict", g.verdict.label().to_string()),
+        ("verdict", g.headline()),
+        ("exploratory", g.exploratory.to_string()),
         ("reason", g.reason.clone()),
         ("exit_code", g.exit_code.to_string()),
         ("candidate", g.candidate.as_str().to_string()),

@@ -106,11 +106,14 @@ impl ReportSummary {
                     None => "—".to_string(),
                 };
                 format!(
-                    "{:<8} {} trials  pass {}  recall {}  median input {}  errored {}",
+                    "{:<8} {} trials  pass {}  recall {}  completion {}  median input {}  errored {}",
                     r.mode.as_str(),
                     r.trials,
                     p(r.pass_rate),
                     p(r.recall),
+                    r.completion
+                        .map(|v| format!("{:.0}%", v * 100.0))
+                        .unwrap_or_else(|| "—".to_string()),
                     r.median_input_tokens
                         .map(|v| format!("{v:.0}"))
                         .unwrap_or_else(|| "—".to_string()),
@@ -176,7 +179,7 @@ pub fn write_report_with(
 /// One line for the terminal: `PASS: all 8 gates passed for candidate `compact``, with the
 /// pre-registration note appended when the evaluated gates are not the registered ones.
 pub fn verdict_line(report: &GateReport) -> String {
-    let mut line = format!("{}: {}", report.verdict.label(), report.reason);
+    let mut line = format!("{}: {}", report.headline(), report.reason);
     if let Some(note) = &report.note {
         line.push_str(" — NOTE: ");
         line.push_str(note);

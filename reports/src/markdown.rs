@@ -116,11 +116,11 @@ fn verdict(md: &mut String, g: &GateReport) {
         GateVerdict::Fail => "❌",
         GateVerdict::Incomplete => "⚠️",
     };
-    let _ = writeln!(md, "## {icon} ctxbench: {}\n", g.verdict.label());
+    let _ = writeln!(md, "## {icon} ctxbench: {}\n", g.headline());
     let _ = writeln!(
         md,
         "**{}**: {} (candidate `{}`, exit code {})\n",
-        g.verdict.label(),
+        g.headline(),
         escape_md(&g.reason),
         g.candidate.as_str(),
         g.exit_code
@@ -322,12 +322,17 @@ fn modes(md: &mut String, data: &ReportData<'_>) {
     }
     md.push('\n');
     type Cell = fn(&SummaryRow) -> String;
-    let metrics: [(&str, Cell); 8] = [
+    let metrics: [(&str, Cell); 9] = [
         ("trials (errored)", |r| {
             format!("{} ({})", r.trials, r.errored)
         }),
         ("pass rate [Wilson 95%]", |r| prop(r.pass_rate)),
         ("recall [Wilson 95%]", |r| prop(r.recall)),
+        ("turns completed / scripted", |r| {
+            r.completion
+                .map(|v| format!("{:.0}%", v * 100.0))
+                .unwrap_or_else(|| "—".into())
+        }),
         ("median input tokens / request", |r| {
             r.median_input_tokens
                 .map(|v| format!("{v:.0}"))

@@ -848,8 +848,8 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
     if a.trials != b.trials {
         return Err(mismatch(
             "trials per cell",
-            a.trials.to_string(),
-            b.trials.to_string(),
+            trials_text(a.trials),
+            trials_text(b.trials),
         ));
     }
     if a.ctxbench_version != b.ctxbench_version {
@@ -880,4 +880,9 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
         }
     }
     Ok(())
+}
+
+/// `--trials` as the manifest recorded it: a number, or "per scenario".
+pub(crate) fn trials_text(t: Option<u32>) -> String {
+    t.map_or_else(|| "per scenario".to_string(), |n| n.to_string())
 }

@@ -364,6 +364,40 @@ pub fn bootstrap_median(
     })
 }
 
+/// Percentile bootstrap interval at `level` for the **mean** of `values` (one value per
+/// independent unit, e.g. per scenario), resampling the units with replacement. Non-finite
+/// values are ignored; `None` with fewer than two values or no resample.
+pub fn bootstrap_mean(
+    values: &[f64],
+    resamples: u32,
+    seed: u64,
+    level: f64,
+) -> Option<BootstrapInterval> {
+    let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let k = values.len();
+    if k < 2 || resamples == 0 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut means: Vec<f64> = Vec::with_capacity(resamples as usize);
+    for _ in 0..resamples {
+        let mut sum = 0.0;
+        for _ in 0..k {
+            sum += values[index_below(&mut rng, k as u64) as usize];
+        }
+        means.push(sum / k as f64);
+    }
+    means.sort_unstable_by(f64::total_cmp);
+    let tail = (1.0 - level.clamp(0.0, 1.0)) / 2.0;
+    Some(BootstrapInterval {
+        lo: quantile_sorted(&means, tail)?,
+        hi: quantile_sorted(&means, 1.0 - tail)?,
+        resamples,
+        clusters: k,
+        seed,
+    })
+}
+
 /// Uniform integer in `0..n` (`n > 0`) from 64-bit generator output, without modulo bias:
 /// Lemire (2019), "Fast random integer generation in an interval", ACM TOMACS 29(1).
 fn index_below(rng: &mut impl RngCore, n: u64) -> u64 {
@@ -375,6 +409,48 @@ fn index_below(rng: &mut impl RngCore, n: u64) -> u64 {
         }
     }
     (m >> 64) as u64
+}
+
+/// Largest sample size the "smallest demonstrable n" searches consider.
+const MAX_DEMONSTRABLE_N: u64 = 1_000_000;
+
+/// The fewest probes with which a perfect record (n of n) has a lower Wilson 95% bound of at
+/// least `min`: below it, a recall gate cannot pass whatever the system does, so it is
+/// inconclusive rather than failed. `None` when no n up to a million suffices.
+pub fn wilson_demonstrable_n(min: f64) -> Option<u64> {
+    let ok = |n: u64| wilson_interval(n, n, Z_95).is_some_and(|(lo, _)| lo >= min);
+    smallest(ok)
+}
+
+/// The fewest paired units with which identical results in both modes (all pass) give a
+/// Newcombe 95% upper bound on the difference within `margin`: below it, non-inferiority
+/// cannot be shown whatever the system does. `None` when no n up to a million suffices.
+pub fn newcombe_demonstrable_n(margin: f64) -> Option<u64> {
+    let ok = |n: u64| {
+        let t = PairedTable {
+            both: n,
+            ..PairedTable::default()
+        };
+        newcombe_paired_difference(&t, Z_95).is_some_and(|d| d.hi <= margin)
+    };
+    smallest(ok)
+}
+
+/// Smallest n in 1..=[`MAX_DEMONSTRABLE_N`] with `ok(n)`, for a monotone `ok`.
+fn smallest(ok: impl Fn(u64) -> bool) -> Option<u64> {
+    if !ok(MAX_DEMONSTRABLE_N) {
+        return None;
+    }
+    let (mut lo, mut hi) = (1u64, MAX_DEMONSTRABLE_N);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
 }
 
 #[cfg(test)]
@@ -573,6 +649,17 @@ mod tests {
         );
         // Too few clusters: no interval.
         assert_eq!(bootstrap_median(&[vec![1.0, 2.0]], 100, 0, 0.95), None);
+        // The mean of per-unit values: deterministic, contains the sample mean, needs two.
+        let m = bootstrap_mean(&[0.0, 0.1, 0.2, 0.3], 2000, 7, 0.95).expect("ci");
+        assert!(
+            m.lo <= 0.15 && 0.15 <= m.hi && m.lo >= 0.0 && m.hi <= 0.3,
+            "{m:?}"
+        );
+        assert_eq!(
+            bootstrap_mean(&[0.0, 0.1, 0.2, 0.3], 2000, 7, 0.95),
+            Some(m)
+        );
+        assert_eq!(bootstrap_mean(&[1.0], 100, 0, 0.95), None);
         assert_eq!(bootstrap_median(&[vec![1.0], vec![]], 100, 0, 0.95), None);
     }
 
@@ -594,5 +681,24 @@ mod tests {
         let p = Proportion::wilson(3, 4).expect("n > 0");
         assert_eq!(p.value, 0.75);
         assert!(p.lo < 0.75 && p.hi > 0.75);
+    }
+
+    #[test]
+    fn demonstrable_sizes_match_the_closed_forms() {
+        // A perfect record's lower Wilson bound is n / (n + z²): ≥ 0.95 from n = 73.
+        assert_eq!(wilson_demonstrable_n(0.95), Some(73));
+        // All-concordant pairs: the upper bound is z² / (n + z²) ≤ 0.05 from n = 70.
+        let n = newcombe_demonstrable_n(0.05).expect("reachable");
+        let t = PairedTable {
+            both: n,
+            ..PairedTable::default()
+        };
+        assert!(newcombe_paired_difference(&t, Z_95).expect("ci").hi <= 0.05);
+        let t = PairedTable {
+            both: n - 1,
+            ..PairedTable::default()
+        };
+        assert!(newcombe_paired_difference(&t, Z_95).expect("ci").hi > 0.05);
+        assert_eq!(wilson_demonstrable_n(1.0), None);
     }
 }

@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use ctxbench_harness::storage::schema::OutcomeStatus;
 use ctxbench_harness::Mode;
 use polars::prelude::*;
 use serde::Serialize;
@@ -33,7 +34,7 @@ use serde::Serialize;
 use crate::compaction::{reason_counts, CompactionIndex};
 use crate::error::ReportError;
 use crate::frames::is_turn;
-use crate::gates::{median_reduction, pair_steps, reduction_interval, tagged_scenarios};
+use crate::gates::{instances, median_reduction, pair_steps, reduction_interval, tagged_scenarios};
 use crate::read::RunData;
 use crate::stats::{Proportion, QUANTILE_METHOD};
 
@@ -59,6 +60,7 @@ pub const SUMMARY_COLUMNS: &[&str] = &[
     "recall",
     "recall_lo",
     "recall_hi",
+    "completion",
     "median_input_tokens",
     "p95_input_tokens",
     "est_error_mean_abs",
@@ -132,6 +134,9 @@ pub struct SummaryRow {
     pub pass_rate: Option<Proportion>,
     /// Correct fact-probes / fact-probes (non-errored trials) with its Wilson interval.
     pub recall: Option<Proportion>,
+    /// Mean over non-errored trials of turns completed ÷ turns scripted; `None` without
+    /// graded trials. A mode that stops early passes fewer turns than it was given.
+    pub completion: Option<f64>,
     /// Median provider input tokens per answered request.
     pub median_input_tokens: Option<f64>,
     /// 95th percentile of provider input tokens per answered request.
@@ -221,9 +226,17 @@ pub fn summarize(
     let mut rows = aggregate(trials, requests, &["mode"])?;
     rows.extend(aggregate(trials, requests, &["scenario", "mode"])?);
 
-    // Failure reasons with their counts, per (scope, mode).
+    // Failure reasons with their counts, per (scope, mode); completion per (scope, mode).
     let mut reasons: HashMap<(&str, Mode), BTreeMap<String, u64>> = HashMap::new();
+    let mut completion: HashMap<(&str, Mode), (f64, u64)> = HashMap::new();
     for t in &run.trials {
+        if t.outcome.status != OutcomeStatus::Errored {
+            for scope in [SUITE_SCOPE, t.scenario.as_str()] {
+                let e = completion.entry((scope, t.mode)).or_default();
+                e.0 += crate::gates::completion(t);
+                e.1 += 1;
+            }
+        }
         let c = compaction.get(&t.trial_id);
         for scope in [SUITE_SCOPE, t.scenario.as_str()] {
             let m = reasons.entry((scope, t.mode)).or_default();
@@ -235,6 +248,9 @@ pub fn summarize(
     for r in &mut rows {
         if let Some(m) = reasons.get(&(r.scope.as_str(), r.mode)) {
             r.compaction_failure_reasons = reason_counts(m);
+        }
+        if let Some(&(sum, n)) = completion.get(&(r.scope.as_str(), r.mode)) {
+            r.completion = (n > 0).then(|| sum / n as f64);
         }
     }
 
@@ -252,7 +268,7 @@ pub fn summarize(
             } else {
                 let pairing = pair_steps(requests, Some(&long), mode, base)?;
                 let interval = match base {
-                    Mode::Off => reduction_interval(&pairing)?,
+                    Mode::Off => reduction_interval(&pairing, &instances(run))?,
                     _ => None,
                 };
                 (median_reduction(&pairing)?, interval)
@@ -476,6 +492,7 @@ fn aggregate(
             errored,
             pass_rate: Proportion::wilson(passed, trials.saturating_sub(errored)),
             recall: Proportion::wilson(rc[i].unwrap_or(0), rt[i].unwrap_or(0)),
+            completion: None,
             median_input_tokens: finite(med[i]),
             p95_input_tokens: finite(p95[i]),
             est_error_mean_abs: finite(mae[i]),
@@ -548,6 +565,7 @@ pub fn summary_frame(rows: &[SummaryRow]) -> Result<DataFrame, ReportError> {
         c("recall", prop(|p| p.value, |r| r.recall)),
         c("recall_lo", prop(|p| p.lo, |r| r.recall)),
         c("recall_hi", prop(|p| p.hi, |r| r.recall)),
+        c("completion", opt(|r| r.completion)),
         c("median_input_tokens", opt(|r| r.median_input_tokens)),
         c("p95_input_tokens", opt(|r| r.p95_input_tokens)),
         c("est_error_mean_abs", opt(|r| r.est_error_mean_abs)),

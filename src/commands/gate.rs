@@ -30,7 +30,8 @@ pub fn resolve_gates(
 }
 
 pub fn gate(args: GateArgs) -> anyhow::Result<i32> {
-    let gates = resolve_gates(args.gates.as_deref(), &args.run)?;
+    let mut gates = resolve_gates(args.gates.as_deref(), &args.run)?;
+    gates.exploratory = args.exploratory;
     let run = match ctxbench_reports::load_run(&args.run) {
         Ok(r) => r,
         Err(e) => {

@@ -6,7 +6,8 @@ use crate::cli::ReportArgs;
 use crate::exit;
 
 pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
-    let gates = super::gate::resolve_gates(args.gates.as_deref(), &args.runs[0])?;
+    let mut gates = super::gate::resolve_gates(args.gates.as_deref(), &args.runs[0])?;
+    gates.exploratory = args.exploratory;
     let out = args
         .out
         .clone()
@@ -31,5 +32,12 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         "verdict: {}",
         crate::safe(&ctxbench_reports::verdict_line(&summary.gates))
     );
-    Ok(exit::OK)
+    // The report is written either way; a run missing part of its matrix (shards, trials)
+    // is not one a CI job may act on, so say so in the exit code too. The verdict's own
+    // code is `ctxbench gate`'s.
+    Ok(if summary.gates.incomplete_run.is_some() {
+        ctxbench_reports::gates::EXIT_CANNOT_EVALUATE
+    } else {
+        exit::OK
+    })
 }

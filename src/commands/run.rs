@@ -217,7 +217,7 @@ fn fresh_plan(
     let provider = provider
         .with_base_url(args.base_url.clone())
         .map_err(exit::usage)?;
-    if args.trials == 0 {
+    if args.trials == Some(0) {
         return Err(exit::usage("--trials must be at least 1"));
     }
     let shard: Option<Shard> = match &args.shard {

@@ -59,6 +59,8 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// What the graders check.
     pub expect: Expectations,
+    /// Seeded variation of the script across trials (`vary:`).
+    pub vary: Variation,
     /// The script, unexpanded; see [`Scenario::instantiate`].
     pub(crate) script: Vec<crate::scenario::model::ScriptStep>,
 }
@@ -76,10 +78,46 @@ pub struct Fact {
     pub values: Vec<String>,
     /// What the fact is about (a subject the value must share a clause with), if named.
     pub about: Option<String>,
+    /// What kind of fact it is: recall of durable constraints is what the default gate
+    /// judges; the other kinds are reported beside it.
+    pub kind: FactKind,
     /// The probe question.
     pub question: String,
     /// What a correct answer looks like.
     pub expect: AnswerCheck,
+}
+
+/// What kind of fact a probe asks about (reported apart; the default recall gate counts
+/// durable constraints).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FactKind {
+    /// A durable constraint or rule the session must keep obeying (the default).
+    #[default]
+    Constraint,
+    /// A decision the session reached.
+    Decision,
+    /// Task state: the current task, its next step, the last command and its result.
+    Task,
+    /// Any other detail (a value read from a file, a reference, an earlier answer).
+    Detail,
+    /// A fact never stated: the right answer is "unknown" (set by `expect: {abstain: true}`).
+    Abstention,
+}
+
+impl FactKind {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FactKind::Constraint => "constraint",
+            FactKind::Decision => "decision",
+            FactKind::Task => "task",
+            FactKind::Detail => "detail",
+            FactKind::Abstention => "abstention",
+        }
+    }
 }
 
 /// A marked span of text — a hostile approval or override claim (in any wording or
@@ -222,8 +260,22 @@ pub enum SummaryDefect {
 pub struct Expectations {
     /// Graders to apply, with parameters.
     pub graders: Vec<GraderSpec>,
-    /// Expected terminal outcome.
+    /// Expected terminal outcome in every mode not listed in `by_mode`.
     pub outcome: ExpectedOutcome,
+    /// Expected terminal outcome per mode, where the scenario says so.
+    #[serde(default)]
+    pub by_mode: Vec<(Mode, ExpectedOutcome)>,
+}
+
+impl Expectations {
+    /// The terminal outcome expected in `mode`.
+    pub fn outcome_for(&self, mode: Mode) -> &ExpectedOutcome {
+        self.by_mode
+            .iter()
+            .find(|(m, _)| *m == mode)
+            .map(|(_, o)| o)
+            .unwrap_or(&self.outcome)
+    }
 }
 
 /// One grader to apply.
@@ -312,3 +364,48 @@ pub struct Instance {
     /// What the fake provider plays (derived from `steps`, facts and faults).
     pub fake: FakeScript,
 }
+
+/// Seeded variation of the script across trials (`vary:`). Trial 0 plays the script as
+/// written; every later trial scales each filler size and each `repeat` count by its own
+/// seeded factor in `[1 − x, 1 + x]`. The trials are then different sessions — compaction
+/// triggers at different points, probes land at different depths — so the report may count
+/// them as independent units instead of aggregating near-copies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Variation {
+    /// Trials a run makes of this scenario when `--trials` is not given.
+    pub instances: u32,
+    /// Largest relative change of a filler size (0 = none).
+    pub sizes: f64,
+    /// Largest relative change of a `repeat` count (0 = none).
+    pub repeats: f64,
+}
+
+impl Default for Variation {
+    fn default() -> Self {
+        Variation {
+            instances: 1,
+            sizes: 0.0,
+            repeats: 0.0,
+        }
+    }
+}
+
+impl Variation {
+    /// Whether trials after the first differ from the script as written.
+    pub fn varies(&self) -> bool {
+        self.sizes > 0.0 || self.repeats > 0.0
+    }
+
+    /// The instance label of `trial`: [`AS_WRITTEN`] when it plays the script as written,
+    /// else `varied-<trial>`. Trials with the same label of one scenario are copies.
+    pub fn instance_label(&self, trial: u32) -> String {
+        if trial == 0 || !self.varies() {
+            AS_WRITTEN.to_string()
+        } else {
+            format!("varied-{trial}")
+        }
+    }
+}
+
+/// Instance label of a trial that plays its script as written.
+pub const AS_WRITTEN: &str = "as-written";

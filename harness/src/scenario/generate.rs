@@ -27,6 +27,14 @@ pub(crate) fn rng_for(domain: &str, seed: u64, key: &str) -> ChaCha8Rng {
     ChaCha8Rng::from_seed(h.finalize().into())
 }
 
+/// `n` scaled by a seeded factor in `[1 − spread, 1 + spread]` for (`seed`, `key`): never
+/// below 1 and never above `ceil(n × (1 + spread))` (the bound validation checks).
+pub(crate) fn vary(seed: u64, key: &str, n: u64, spread: f64) -> u64 {
+    let f: f64 = rng_for("vary", seed, key).random_range(-spread..=spread);
+    let hi = super::validate::max_scaled(n, spread);
+    (((n as f64) * (1.0 + f)).round() as u64).clamp(1, hi)
+}
+
 const WORDS: &[&str] = &[
     "the",
     "module",

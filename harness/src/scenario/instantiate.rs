@@ -24,9 +24,32 @@ impl Scenario {
     /// `counter` is the fake provider's true tokenizer; filler sizes are measured with it.
     /// Same scenario + seed + counter → byte-identical [`Instance`].
     pub fn instantiate(&self, seed: u64, counter: &dyn Fn(&str) -> u64) -> Instance {
+        self.expand(seed, None, counter)
+    }
+
+    /// [`Scenario::instantiate`] for trial `trial` of a run: trial 0 plays the script as
+    /// written; later trials of a scenario with `vary:` scale its filler sizes and repeat
+    /// counts by seeded factors (see [`super::Variation`]).
+    pub fn instantiate_trial(
+        &self,
+        seed: u64,
+        trial: u32,
+        counter: &dyn Fn(&str) -> u64,
+    ) -> Instance {
+        let vary = (trial > 0 && self.vary.varies()).then_some(self.vary);
+        self.expand(seed, vary, counter)
+    }
+
+    fn expand(
+        &self,
+        seed: u64,
+        vary: Option<super::Variation>,
+        counter: &dyn Fn(&str) -> u64,
+    ) -> Instance {
         let mut x = Expander {
             scenario: self,
             seed,
+            vary,
             counter,
             steps: Vec::new(),
             open: None,
@@ -60,6 +83,8 @@ pub(crate) fn probe_text(scenario: &Scenario, ids: &[String]) -> String {
 struct Expander<'a> {
     scenario: &'a Scenario,
     seed: u64,
+    /// This trial's variation, if it varies the script.
+    vary: Option<super::Variation>,
     counter: &'a dyn Fn(&str) -> u64,
     steps: Vec<Step>,
     open: Option<Turn>,
@@ -148,11 +173,21 @@ impl Expander<'_> {
                     self.steps.push(Step::CorruptCheckpoint { how: *how });
                 }
                 ScriptStep::Repeat { times, steps } => {
-                    for r in 0..*times {
+                    let times = self.scaled(*times, |v| v.repeats, &key);
+                    for r in 0..times {
                         self.walk(steps, &format!("{key}.{r}"), Some(r));
                     }
                 }
             }
+        }
+    }
+
+    /// `n` scaled by this trial's seeded factor for `key` in `[1 − x, 1 + x]` (x chosen by
+    /// `spread`), at least 1 when `n` was; `n` itself without variation.
+    fn scaled(&self, n: u64, spread: fn(&super::Variation) -> f64, key: &str) -> u64 {
+        match self.vary {
+            Some(v) if spread(&v) > 0.0 && n > 0 => generate::vary(self.seed, key, n, spread(&v)),
+            _ => n,
         }
     }
 
@@ -181,13 +216,17 @@ impl Expander<'_> {
                         out.push_str(&h.text);
                     }
                 }
-                Piece::Filler { tokens, kind } => out.push_str(&generate::filler(
-                    self.seed,
-                    &format!("{key}#{n}"),
-                    *tokens,
-                    *kind,
-                    self.counter,
-                )),
+                Piece::Filler { tokens, kind } => {
+                    let key = format!("{key}#{n}");
+                    let tokens = self.scaled(*tokens, |v| v.sizes, &key);
+                    out.push_str(&generate::filler(
+                        self.seed,
+                        &key,
+                        tokens,
+                        *kind,
+                        self.counter,
+                    ))
+                }
             }
         }
         out
@@ -197,7 +236,8 @@ impl Expander<'_> {
         match c {
             Content::Text(t) => self.render(t, index, key),
             Content::Filler { tokens, kind } => {
-                generate::filler(self.seed, key, *tokens, *kind, self.counter)
+                let tokens = self.scaled(*tokens, |v| v.sizes, key);
+                generate::filler(self.seed, key, tokens, *kind, self.counter)
             }
         }
     }

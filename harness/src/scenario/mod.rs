@@ -55,6 +55,12 @@ pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 /// Most script steps after expanding every `repeat` block.
 pub const MAX_EXPANDED_STEPS: u64 = 100_000;
 
+/// Most trials a scenario's `vary: {instances: N}` may ask for.
+pub const MAX_VARY_INSTANCES: i64 = 64;
+
+/// Largest relative change `vary: {sizes: x, repeats: x}` may ask for.
+pub const MAX_VARY_SPREAD: f64 = 0.5;
+
 /// Largest single filler (`{filler: {tokens: N}}` or `{filler:N}`).
 pub const MAX_FILLER_TOKENS: u64 = 1_000_000;
 
@@ -383,7 +389,10 @@ fn check_fixed_context_fits(c: &validate::Compiled, rep: &mut Reporter<'_>) {
     use ctxbench_adapters::estimate::RequestEstimator;
     use ctxbench_adapters::Message;
     let s = &c.scenario;
-    if matches!(s.expect.outcome, ExpectedOutcome::LimitReached { .. }) {
+    let proves_the_stop = std::iter::once(&s.expect.outcome)
+        .chain(s.expect.by_mode.iter().map(|(_, o)| o))
+        .any(|o| matches!(o, ExpectedOutcome::LimitReached { .. }));
+    if proves_the_stop {
         return;
     }
     let est = RequestEstimator::new(s.model.estimator);

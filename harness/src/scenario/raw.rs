@@ -15,7 +15,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_saphyr::Spanned;
 
-use super::compiled::{Corruption, SummaryStrategy};
+use super::compiled::{Corruption, FactKind, SummaryStrategy};
 use super::template::FillerKind;
 use ctxbench_sut::Mode;
 
@@ -48,6 +48,16 @@ pub(crate) struct RawScenario {
     #[serde(default)]
     pub(crate) faults: Vec<Spanned<RawFault>>,
     pub(crate) expect: Option<Spanned<RawExpect>>,
+    pub(crate) vary: Option<Spanned<RawVary>>,
+}
+
+/// `vary:` — seeded variation of the script across trials.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVary {
+    pub(crate) instances: Option<Spanned<i64>>,
+    pub(crate) sizes: Option<Spanned<f64>>,
+    pub(crate) repeats: Option<Spanned<f64>>,
 }
 
 /// `model:` — either declared numbers or a capability-table reference; which keys may be
@@ -120,6 +130,7 @@ pub(crate) struct RawFact {
     pub(crate) states: Option<Spanned<String>>,
     pub(crate) value: Option<Spanned<String>>,
     pub(crate) about: Option<Spanned<String>>,
+    pub(crate) kind: Option<Spanned<FactKind>>,
     #[serde(default)]
     pub(crate) updates: Vec<Spanned<RawUpdate>>,
     pub(crate) question: Spanned<String>,
@@ -457,10 +468,47 @@ pub(crate) enum RawSummaryDefect {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawExpect {
     pub(crate) graders: Option<Spanned<Vec<Spanned<RawGrader>>>>,
-    pub(crate) outcome: Option<Spanned<RawOutcome>>,
+    pub(crate) outcome: Option<Spanned<RawOutcomeSpec>>,
 }
 
-/// `expect.outcome`.
+/// `expect.outcome`: one outcome for every mode, or `{off: …, warn: …, compact: …}`.
+#[derive(Debug)]
+pub(crate) enum RawOutcomeSpec {
+    All(RawOutcome),
+    PerMode(Vec<(Mode, RawOutcome)>),
+}
+
+impl<'de> Deserialize<'de> for RawOutcomeSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        let is_mode_map = v
+            .as_object()
+            .is_some_and(|o| !o.is_empty() && o.keys().all(|k| k.parse::<Mode>().is_ok()));
+        if !is_mode_map {
+            return RawOutcome::deserialize(v)
+                .map(RawOutcomeSpec::All)
+                .map_err(|e| {
+                    de::Error::custom(format!(
+                    "{e}; expected `success`, `any`, `{{limit_reached: {{before_provider_call: \
+                     true|false}}}}`, or one of them per mode: `{{off: any, warn: any, compact: \
+                     success}}`"
+                ))
+                });
+        }
+        let mut out = Vec::new();
+        if let serde_json::Value::Object(o) = v {
+            for (k, val) in o {
+                let mode: Mode = k.parse().map_err(de::Error::custom)?;
+                let outcome = RawOutcome::deserialize(val)
+                    .map_err(|e| de::Error::custom(format!("outcome of `{mode}`: {e}")))?;
+                out.push((mode, outcome));
+            }
+        }
+        Ok(RawOutcomeSpec::PerMode(out))
+    }
+}
+
+/// One expected outcome.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub(crate) enum RawOutcome {

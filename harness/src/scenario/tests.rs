@@ -114,12 +114,31 @@ fn builtin_suite_loads() {
         .iter()
         .find(|s| s.id == "schema-pressure-unfit")
         .unwrap();
-    assert_eq!(
-        unfit.expect.outcome,
-        ExpectedOutcome::LimitReached {
-            before_provider_call: true
-        }
-    );
+    // `off` never stops on its own; the other modes must stop before any provider call.
+    assert_eq!(unfit.expect.outcome_for(Mode::Off), &ExpectedOutcome::Any);
+    for mode in [Mode::Warn, Mode::Compact] {
+        assert_eq!(
+            unfit.expect.outcome_for(mode),
+            &ExpectedOutcome::LimitReached {
+                before_provider_call: true
+            }
+        );
+    }
+    // The families the mode-comparison gates stand on vary their sessions.
+    for id in [
+        "fits-window",
+        "near-threshold",
+        "restart-fit",
+        "parallel-tools-fit",
+    ] {
+        let s = suite.iter().find(|s| s.id == id).unwrap();
+        assert!(s.vary.varies() && s.vary.instances > 1, "{id}");
+        assert_eq!(
+            s.expect.outcome_for(Mode::Warn),
+            &ExpectedOutcome::Success,
+            "{id}"
+        );
+    }
     assert_eq!(unfit.tools.len(), 200);
     let pressure = suite.iter().find(|s| s.id == "schema-pressure").unwrap();
     assert!(pressure.tools.len() > 150);
@@ -1930,4 +1949,102 @@ fn model_and_native_strategy_scenarios() {
     let before: u64 = t[..first_probe].iter().map(|t| turn_tokens(t)).sum();
     assert!(before > available(&m) + 500, "{before}");
     assert_eq!(turns(&a).iter().filter(|t| t.probe.is_some()).count(), 2);
+}
+
+// ---------------------------------------------------------------- vary
+
+const VARY_SCRIPT: &str = "  - user: \"{fact:db}\"\n  - repeat: 10\n    steps:\n      - user: \"step {i}\"\n      - tool_calls:\n          - call: {name: read_file, args: {path: \"f{i}\"}}\n            result: {filler: {tokens: 100, kind: code}}\n      - assistant: {filler: {tokens: 40}}\n  - probe: [db]";
+
+#[test]
+fn vary_is_validated_with_locations() {
+    let cases = [
+        (
+            "vary: {instances: 0, sizes: 0.2}",
+            "`instances` must be between 1 and 64",
+        ),
+        (
+            "vary: {instances: 65, sizes: 0.2}",
+            "`instances` must be between 1 and 64",
+        ),
+        (
+            "vary: {instances: 4, sizes: 0.7}",
+            "`sizes` must be between 0 and 0.5",
+        ),
+        (
+            "vary: {instances: 4, repeats: -0.1}",
+            "`repeats` must be between 0 and 0.5",
+        ),
+        ("vary: {instances: 4}", "makes copies of one session"),
+    ];
+    for (extra, needle) in cases {
+        let d = one_error(&yaml(DB_FACT, VARY_SCRIPT, extra), needle);
+        assert!(d.line.is_some() && d.column.is_some(), "{extra}: {d}");
+        assert!(d.expected.is_some(), "{extra}: {d}");
+    }
+    let unknown = errors(&yaml(
+        DB_FACT,
+        VARY_SCRIPT,
+        "vary: {instances: 2, spread: 0.1}",
+    ));
+    assert!(
+        unknown.iter().any(|d| d.message.contains("spread")),
+        "{unknown:?}"
+    );
+    // The largest variation must stay inside the limits.
+    let big = "  - repeat: 90000\n    steps:\n      - user: \"x\"";
+    one_error(
+        &yaml(DB_FACT, big, "vary: {instances: 2, repeats: 0.5}"),
+        "at its largest variation",
+    );
+}
+
+#[test]
+fn trial_zero_plays_the_script_as_written_and_later_trials_vary_it() {
+    let s = load(&yaml(
+        DB_FACT,
+        VARY_SCRIPT,
+        "vary: {instances: 6, sizes: 0.3, repeats: 0.4}",
+    ))
+    .unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(s.vary.instances, 6);
+    assert_eq!(s.vary.instance_label(0), AS_WRITTEN);
+    assert_eq!(s.vary.instance_label(3), "varied-3");
+    let written = s.instantiate(5, &words);
+    assert_eq!(s.instantiate_trial(5, 0, &words).steps, written.steps);
+    let turns = |i: &Instance| i.steps.len();
+    let size = |i: &Instance| -> u64 {
+        i.steps
+            .iter()
+            .map(|st| match st {
+                Step::Turn(t) => t
+                    .tool_rounds
+                    .iter()
+                    .flatten()
+                    .map(|c| words(&c.result))
+                    .sum::<u64>(),
+                _ => 0,
+            })
+            .sum()
+    };
+    let mut shapes = std::collections::BTreeSet::new();
+    for trial in 1..6 {
+        // Each trial has its own seed in a run (crate::seed::trial_seed).
+        let seed = crate::seed::trial_seed(7, "t", trial);
+        let v = s.instantiate_trial(seed, trial, &words);
+        // Deterministic per (seed, trial); repeat counts within ±40%, never zero.
+        assert_eq!(v.steps, s.instantiate_trial(seed, trial, &words).steps);
+        let work = turns(&v) - 2;
+        assert!((6..=14).contains(&work), "{work} work turns");
+        shapes.insert((turns(&v), size(&v)));
+    }
+    // Different trials are different sessions, not copies of the written one.
+    assert!(shapes.len() >= 4, "{shapes:?}");
+    assert!(!shapes.contains(&(turns(&written), size(&written))));
+    // Without `vary`, every trial plays the script as written.
+    let plain = load(&yaml(DB_FACT, VARY_SCRIPT, "")).unwrap();
+    assert_eq!(plain.vary.instance_label(4), AS_WRITTEN);
+    assert_eq!(
+        plain.instantiate_trial(5, 4, &words).steps,
+        plain.instantiate(5, &words).steps
+    );
 }

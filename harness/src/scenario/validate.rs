@@ -16,20 +16,22 @@ use serde_saphyr::{Location, Spanned};
 use sha2::{Digest, Sha256};
 
 use super::compiled::{
-    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, Fault, GraderSpec,
-    HostileSpan, Scenario, SummaryDefect, SummaryStrategy,
+    AnswerCheck, ContextConfig, Expectations, ExpectedOutcome, Fact, FactKind, Fault, GraderSpec,
+    HostileSpan, Scenario, SummaryDefect, SummaryStrategy, Variation,
 };
 use super::diagnostics::Reporter;
 use super::generate;
 use super::model::{ArgValue, CallSpec, Content, InstructionEdit, ScriptStep};
 use super::raw::{
     RawAnswer, RawCall, RawContent, RawEdit, RawExpect, RawFact, RawFault, RawHostile, RawModel,
-    RawOutcome, RawProvider, RawProviderFault, RawScenario, RawStep, RawSummaryDefect, RawTool,
+    RawOutcome, RawOutcomeSpec, RawProvider, RawProviderFault, RawScenario, RawStep,
+    RawSummaryDefect, RawTool, RawVary,
 };
 use super::template::{self, Piece, Template};
 use super::{
     KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FILLER_TOKENS,
-    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, SUPPORTED_VERSION,
+    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, MAX_VARY_INSTANCES,
+    MAX_VARY_SPREAD, SUPPORTED_VERSION,
 };
 use ctxbench_sut::Mode;
 
@@ -245,6 +247,7 @@ impl Check<'_, '_> {
             .and_then(at);
         let faults = self.faults(&raw.faults, context.strategy, strategy_at);
         let expect = self.expect(raw.expect.as_ref(), &modes);
+        let vary = self.vary(raw.vary.as_ref(), &script);
 
         if !self.rep.is_clean() {
             return None;
@@ -270,12 +273,88 @@ impl Check<'_, '_> {
             verifications,
             faults,
             expect,
+            vary,
             script,
         };
         Some(Compiled {
             scenario,
             id_at: at(&raw.id),
         })
+    }
+
+    /// `vary:` — instances in 1..=[`MAX_VARY_INSTANCES`], spreads in
+    /// 0..=[`MAX_VARY_SPREAD`]; more than one instance needs a spread (else the trials are
+    /// copies), and the largest variation must stay inside the script's bounds.
+    fn vary(&mut self, raw: Option<&Spanned<RawVary>>, script: &[ScriptStep]) -> Variation {
+        let Some(raw) = raw else {
+            return Variation::default();
+        };
+        let mut v = Variation::default();
+        if let Some(n) = &raw.value.instances {
+            if (1..=MAX_VARY_INSTANCES).contains(&n.value) {
+                v.instances = n.value as u32;
+            } else {
+                self.err(
+                    at(n),
+                    format!("`instances` must be between 1 and {MAX_VARY_INSTANCES}, found {}", n.value),
+                    Some("how many trials a run makes of this scenario by default, e.g. `instances: 8`".to_string()),
+                );
+            }
+        }
+        for (name, field, slot) in [
+            ("sizes", &raw.value.sizes, &mut v.sizes),
+            ("repeats", &raw.value.repeats, &mut v.repeats),
+        ] {
+            if let Some(x) = field {
+                if x.value.is_finite() && (0.0..=MAX_VARY_SPREAD).contains(&x.value) {
+                    *slot = x.value;
+                } else {
+                    self.err(
+                        at(x),
+                        format!(
+                            "`{name}` must be between 0 and {MAX_VARY_SPREAD}, found {}",
+                            x.value
+                        ),
+                        Some(format!(
+                            "the largest relative change of each {}, e.g. `{name}: 0.3`",
+                            if name == "sizes" {
+                                "filler size"
+                            } else {
+                                "repeat count"
+                            }
+                        )),
+                    );
+                }
+            }
+        }
+        if v.instances > 1 && !v.varies() {
+            self.err(
+                at(raw),
+                format!(
+                    "`instances: {}` without `sizes` or `repeats` makes copies of one session",
+                    v.instances
+                ),
+                Some("`sizes: x` and/or `repeats: x` (0 < x ≤ 0.5), or `instances: 1`".to_string()),
+            );
+        }
+        if v.varies() {
+            let steps: u64 = script
+                .iter()
+                .map(|s| scaled_steps(s, v.repeats))
+                .fold(0, u64::saturating_add);
+            let filler: u64 = script
+                .iter()
+                .map(|s| scaled_filler(s, v.sizes, v.repeats))
+                .fold(0, u64::saturating_add);
+            if steps > MAX_EXPANDED_STEPS || filler > MAX_TOTAL_FILLER_TOKENS {
+                self.err(
+                    at(raw),
+                    format!("at its largest variation the script expands to {steps} steps and {filler} filler tokens"),
+                    Some(format!("at most {MAX_EXPANDED_STEPS} steps and {MAX_TOTAL_FILLER_TOKENS} filler tokens per trial: smaller spreads or a shorter script")),
+                );
+            }
+        }
+        v
     }
 
     fn tags(&mut self, raw: &[Spanned<String>]) -> Vec<String> {
@@ -856,11 +935,29 @@ impl Check<'_, '_> {
             };
             self.answer_matches(&f.expect, &check, answers, !values.is_empty());
         }
+        let kind = if abstain {
+            FactKind::Abstention
+        } else {
+            f.kind.as_ref().map(|k| k.value).unwrap_or_default()
+        };
+        if let Some(k) = f
+            .kind
+            .as_ref()
+            .filter(|k| k.value == FactKind::Abstention && !abstain)
+        {
+            ok = false;
+            self.err(
+                at(k),
+                "`kind: abstention` is set by `expect: {abstain: true}`",
+                Some("constraint, decision, task or detail".to_string()),
+            );
+        }
         ok.then(|| Fact {
             id,
             statements,
             values,
             about,
+            kind,
             question: f.question.value.clone(),
             expect: check,
         })
@@ -1990,6 +2087,7 @@ impl Check<'_, '_> {
             return Expectations {
                 graders: default_graders(),
                 outcome: ExpectedOutcome::Success,
+                by_mode: Vec::new(),
             };
         };
         let graders = match &raw.value.graders {
@@ -2052,16 +2150,53 @@ impl Check<'_, '_> {
                 out
             }
         };
-        let outcome = match raw.value.outcome.as_ref().map(|o| &o.value) {
-            None | Some(RawOutcome::Success) => ExpectedOutcome::Success,
-            Some(RawOutcome::Any) => ExpectedOutcome::Any,
-            Some(RawOutcome::LimitReached {
+        let one = |o: &RawOutcome| match o {
+            RawOutcome::Success => ExpectedOutcome::Success,
+            RawOutcome::Any => ExpectedOutcome::Any,
+            RawOutcome::LimitReached {
                 before_provider_call,
-            }) => ExpectedOutcome::LimitReached {
+            } => ExpectedOutcome::LimitReached {
                 before_provider_call: *before_provider_call,
             },
         };
-        Expectations { graders, outcome }
+        let (outcome, by_mode) = match raw.value.outcome.as_ref() {
+            None => (ExpectedOutcome::Success, Vec::new()),
+            Some(o) => match &o.value {
+                RawOutcomeSpec::All(x) => (one(x), Vec::new()),
+                RawOutcomeSpec::PerMode(list) => {
+                    let mut by_mode: Vec<(Mode, ExpectedOutcome)> = Vec::new();
+                    for (m, x) in list {
+                        if !modes.contains(m) {
+                            let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+                            self.err(
+                                at(o),
+                                format!("expected outcome for `{m}`, which is not one of the scenario's modes"),
+                                Some(format!("one of: {}", names.join(", "))),
+                            );
+                        }
+                        by_mode.push((*m, one(x)));
+                    }
+                    let missing: Vec<&str> = modes
+                        .iter()
+                        .filter(|m| !by_mode.iter().any(|(b, _)| b == *m))
+                        .map(|m| m.as_str())
+                        .collect();
+                    if !missing.is_empty() {
+                        self.err(
+                            at(o),
+                            format!("no expected outcome for mode(s) {}", missing.join(", ")),
+                            Some("an outcome for every mode the scenario runs in".to_string()),
+                        );
+                    }
+                    (ExpectedOutcome::Success, by_mode)
+                }
+            },
+        };
+        Expectations {
+            graders,
+            outcome,
+            by_mode,
+        }
     }
 }
 
@@ -2113,6 +2248,35 @@ fn turn_flow(
         }
     }
     open
+}
+
+/// The largest a count `n` becomes under a relative spread `x` (what instantiation may draw).
+pub(crate) fn max_scaled(n: u64, x: f64) -> u64 {
+    ((n as f64) * (1.0 + x)).ceil() as u64
+}
+
+/// [`expanded_steps`] with every repeat count at its largest variation.
+fn scaled_steps(s: &ScriptStep, repeats: f64) -> u64 {
+    match s {
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(|s| scaled_steps(s, repeats))
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(max_scaled(*times, repeats)),
+        _ => 1,
+    }
+}
+
+/// [`filler_tokens`] with every size and repeat count at its largest variation.
+fn scaled_filler(s: &ScriptStep, sizes: f64, repeats: f64) -> u64 {
+    match s {
+        ScriptStep::Repeat { times, steps } => steps
+            .iter()
+            .map(|s| scaled_filler(s, sizes, repeats))
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(max_scaled(*times, repeats)),
+        other => max_scaled(filler_tokens(other), sizes),
+    }
 }
 
 /// Steps after expanding repeats (saturating).

@@ -48,8 +48,9 @@ pub struct Manifest {
     pub provider: String,
     /// Modes in the matrix.
     pub modes: Vec<Mode>,
-    /// Trials per scenario × mode.
-    pub trials: u32,
+    /// Trials per scenario × mode as `--trials` gave it; `None`: each scenario's own count
+    /// (`vary: {instances: N}`, default 1), recorded per scenario.
+    pub trials: Option<u32>,
     /// Concurrency limit used.
     pub concurrency: u32,
     /// Where the suite came from (`builtin` or a path).
@@ -210,6 +211,9 @@ pub struct ManifestScenario {
     pub source_hash: String,
     /// Modes it ran in.
     pub modes: Vec<Mode>,
+    /// Trials per mode it ran.
+    #[serde(default)]
+    pub trials: u32,
 }
 
 /// The gates file as registered before the run.
@@ -263,6 +267,10 @@ pub struct TrialOutcome {
     pub step: Option<u64>,
     /// Human-readable detail.
     pub detail: String,
+    /// The system under test crashed, hung or broke the protocol (observed by ctxbench, not
+    /// reported by the system): a failure no scenario expects, so the trial never passes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sut_fault: bool,
 }
 
 /// Verdict status of one grader.
@@ -328,6 +336,9 @@ pub struct RecallRow {
     pub answer: Option<String>,
     /// Whether the answer is right.
     pub correct: bool,
+    /// The fact's kind (`constraint`, `decision`, `task`, `detail`, `abstention`).
+    #[serde(default)]
+    pub kind: String,
 }
 
 /// Counters of one trial.
@@ -337,6 +348,9 @@ pub struct TrialStats {
     pub steps: u64,
     /// Turns that completed.
     pub turns_completed: u64,
+    /// Turns the script plays (completion = completed ÷ scripted).
+    #[serde(default)]
+    pub turns_scripted: u64,
     /// Turns that ended otherwise.
     pub turns_failed: u64,
     /// Physical provider requests sent.
@@ -395,6 +409,11 @@ pub struct TrialRow {
     pub trial: u32,
     /// Seed of this trial (derived from the run seed, scenario and trial; same in every mode).
     pub seed: u64,
+    /// Which session the trial played: `as-written`, or `varied-<trial>` when the scenario's
+    /// `vary:` scaled its script. Trials of one scenario with the same instance are copies
+    /// (one unit for the gates); different instances are different sessions.
+    #[serde(default = "as_written")]
+    pub instance: String,
     /// Terminal outcome.
     pub outcome: TrialOutcome,
     /// Expected outcome (as text, e.g. `success`).
@@ -520,4 +539,8 @@ pub struct MessageRow {
     pub hash: String,
     /// The message with secrets redacted.
     pub message: ctxbench_adapters::Message,
+}
+
+fn as_written() -> String {
+    crate::scenario::AS_WRITTEN.to_string()
 }

@@ -170,6 +170,7 @@ fn junit_has_a_suite_per_scenario_mode_and_the_gates() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut fx = Fx::good("r1");
     fx.warn_fails();
+    fx.register(ctxbench_reports::DEFAULT_GATES);
     // compact/1: budget-respected fails with evidence; recall skips on both compact trials.
     let t = fx.trial_mut("s1/compact/1");
     t.passed = false;
@@ -258,29 +259,21 @@ fn junit_has_a_suite_per_scenario_mode_and_the_gates() {
 
     // Gates: safety fails (the budget verdict), the rest pass with their detail.
     let g = suite(&root, "gates");
-    assert_eq!(g.num("tests"), 8);
+    assert_eq!(g.num("tests"), 9);
     let s = case(g, "safety_invariant_failures");
     assert_eq!(
         s.one("failure").attr("message"),
         "observed 1 (threshold ≤ 0): 1 failed of 4 invariant verdicts (budget-respected=1)"
     );
     assert!(s.one("failure").text.contains("budget-respected=1"));
-    // warn 0/2 vs compact 1/2 on two pairs: the upper bound +27.3 is above the margin,
-    // although the point value −0.5 is not.
+    // One session is too few to compare modes: skipped, saying what it needs.
     let p = case(g, "pass_rate_regression_vs_warn");
-    let f = p.one("failure");
+    let s = p.one("skipped");
     assert!(
-        f.text
-            .contains("[-90.5, +27.3] pp: non-inferiority not shown"),
+        s.attr("message")
+            .starts_with("not evaluated: inconclusive: needs 5 independent session(s)"),
         "{p:?}"
     );
-    assert!(
-        f.attr("message").starts_with(
-            "observed -0.5000 (threshold ≤ 0.0500): warn 0/2 (0.0%) vs compact 1/2 (50.0%)"
-        ),
-        "{p:?}"
-    );
-    assert_eq!(p.one("failure").text, p.one("system-out").text);
     let props: BTreeMap<&str, &str> = g
         .one("properties")
         .all("property")
@@ -300,7 +293,7 @@ fn junit_not_evaluated_gates_are_skipped() {
     let root = parse(&std::fs::read_to_string(out.join("junit.xml")).expect("junit"));
     check_counts(&root);
     let g = suite(&root, "gates");
-    assert_eq!(g.num("skipped"), 7);
+    assert_eq!(g.num("skipped"), 8);
     let s = case(g, "seeded_recall").one("skipped");
     assert_eq!(
         s.attr("message"),
@@ -351,22 +344,26 @@ fn summary_md_has_verdict_gates_modes_and_failures() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut fx = Fx::good("r1");
     fx.warn_fails();
+    fx.register(ctxbench_reports::DEFAULT_GATES);
     let out = report(&fx, tmp.path());
     let md = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(md.starts_with("## ✅ ctxbench: PASS\n\n**PASS**: all 8 gates passed for candidate \\`compact\\` (candidate `compact`, exit code 0)\n"), "{md}");
+    // One scenario is too small a run to decide the statistical gates.
     assert!(
-        md.contains("> **NOTE:** the run registered no gates"),
+        md.starts_with(
+            "## ⚠️ ctxbench: INCOMPLETE\n\n**INCOMPLETE**: 4 of 9 gates could not be evaluated"
+        ),
         "{md}"
     );
+    assert!(!md.contains("registered no gates"), "{md}");
     // Gates table: a header, a divider and one row per gate, each with 5 cells.
     let rows = table_after(&md, "### Gates");
-    assert_eq!(rows.len(), 2 + 8, "{rows:?}");
+    assert_eq!(rows.len(), 2 + 9, "{rows:?}");
     for r in &rows {
         assert_eq!(cells(r), 5, "{r}");
     }
     assert!(
-        rows.iter()
-            .any(|r| r.starts_with("| `pass_rate_regression_vs_warn` | ✅ pass | -1 | ≤ 0.0500 |")),
+        rows.iter().any(|r| r
+            .starts_with("| `pass_rate_regression_vs_warn` | ⚠️ not evaluated | — | ≤ 0.0500 |")),
         "{rows:?}"
     );
     // Modes side by side: metric + off, warn, compact.
@@ -390,7 +387,7 @@ fn summary_md_has_verdict_gates_modes_and_failures() {
     );
     assert_eq!(
         row("token reduction vs `off`, long-session median [bootstrap 95%]").as_str(),
-        "| token reduction vs `off`, long-session median [bootstrap 95%] | — | 25.0% \\[25.0, 25.0\\] | 50.0% \\[50.0, 62.5\\] |"
+        "| token reduction vs `off`, long-session median [bootstrap 95%] | — | 25.0% | 50.0% |"
     );
     // Failed scenarios: the warn rows.
     let failed = table_after(&md, "### Failed scenarios");

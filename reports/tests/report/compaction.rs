@@ -182,6 +182,7 @@ fn compaction_fx() -> Fx {
         source: "builtin:s2.yaml".into(),
         source_hash: "cd".repeat(32),
         modes: vec![Mode::Off, Mode::Compact],
+        trials: 1,
     });
     fx.manifest.matrix_size += 2;
     for mode in [Mode::Off, Mode::Compact] {
@@ -382,8 +383,12 @@ fn summary_requests_are_excluded_from_error_stats_and_gates() {
     assert!(close(under.observed, 0.07), "{under:?}");
     assert_eq!(under.status, GateStatus::Pass);
     // Pairing ignores the 5000-token summary request at compact/0 step 1.
+    // (One session is too few for the gate to decide, but its detail names the pairing.)
     let red = g("token_reduction_vs_off");
-    assert!(close(red.observed, 0.5), "{red:?}");
+    assert!(
+        red.detail.contains("median 50.0% over 4 paired steps"),
+        "{red:?}"
+    );
 }
 
 #[test]

@@ -194,7 +194,7 @@ fn trial_drill_down_is_bounded() {
         }
         fx.trials.push(tr);
     }
-    fx.manifest.trials = n_trials;
+    fx.manifest.trials = Some(n_trials);
     fx.manifest.matrix_size = u64::from(n_trials);
     let out = report(&fx, tmp.path(), "big");
     let html = std::fs::read_to_string(out.join("index.html")).expect("html");

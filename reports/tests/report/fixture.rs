@@ -46,7 +46,7 @@ pub fn manifest(run_id: &str) -> Manifest {
         seed: 7,
         provider: "fake".into(),
         modes: Mode::ALL.to_vec(),
-        trials: 2,
+        trials: Some(2),
         concurrency: 2,
         suite_source: "builtin".into(),
         scenarios: vec![ManifestScenario {
@@ -56,6 +56,7 @@ pub fn manifest(run_id: &str) -> Manifest {
             source: "builtin:s1.yaml".into(),
             source_hash: "ab".repeat(32),
             modes: Mode::ALL.to_vec(),
+            trials: 2,
         }],
         matrix_size: 6,
         gates: None,
@@ -84,11 +85,13 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
         model: "fake-model".into(),
         trial: t,
         seed: 1000 + u64::from(t),
+        instance: "as-written".into(),
         outcome: TrialOutcome {
             status: OutcomeStatus::Success,
             reason: String::new(),
             step: None,
             detail: String::new(),
+            sut_fault: false,
         },
         expected_outcome: "success".into(),
         passed: true,
@@ -104,6 +107,7 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
                 expected: "contains: PostgreSQL".into(),
                 answer: Some("PostgreSQL".into()),
                 correct: true,
+                kind: "constraint".into(),
             },
             RecallRow {
                 fact: "lang".into(),
@@ -111,6 +115,7 @@ pub fn trial(scenario: &str, mode: Mode, t: u32) -> TrialRow {
                 expected: "contains: Rust".into(),
                 answer: Some("Rust".into()),
                 correct: true,
+                kind: "constraint".into(),
             },
         ],
         stats: TrialStats {
@@ -173,28 +178,53 @@ pub fn request(tr: &TrialRow, seq: u64, step: u64, est: u64, provider: Option<u6
 
 impl Fx {
     pub fn good(run_id: &str) -> Fx {
+        Fx::wide(run_id, 1)
+    }
+
+    /// The good fixture's scenario `s1` repeated as `n` independent scenarios `s1`…`sn`
+    /// (each its own session for the gates), with the same sizes and results: enough
+    /// sessions and probes for the statistical gates to decide.
+    pub fn wide(run_id: &str, n: u32) -> Fx {
         let mut trials = Vec::new();
         let mut requests = Vec::new();
-        for mode in Mode::ALL {
-            for t in 0..2u32 {
-                let tr = trial("s1", mode, t);
-                let sizes: [(u64, u64); 2] = match (mode, t) {
-                    (Mode::Off, _) => [(200, 200), (400, 400)],
-                    (Mode::Warn, _) => [(150, 150), (300, 300)],
-                    (Mode::Compact, 0) => [(100, 100), (90, 100)],
-                    (Mode::Compact, _) => [(110, 100), (200, 200)],
-                };
-                for (i, (est, prov)) in sizes.into_iter().enumerate() {
-                    requests.push(request(&tr, i as u64 + 1, i as u64, est, Some(prov)));
-                }
-                trials.push(tr);
-            }
+        let mut manifest = manifest(run_id);
+        let template = manifest.scenarios[0].clone();
+        manifest.scenarios = (1..=n)
+            .map(|k| ManifestScenario {
+                id: format!("s{k}"),
+                ..template.clone()
+            })
+            .collect();
+        manifest.matrix_size = 6 * u64::from(n);
+        for k in 1..=n {
+            let id = format!("s{k}");
+            Fx::scenario_rows(&id, &mut trials, &mut requests);
         }
         Fx {
-            manifest: manifest(run_id),
+            manifest,
             trials,
             requests,
             events: vec![],
+        }
+    }
+
+    fn scenario_rows(id: &str, trials: &mut Vec<TrialRow>, requests: &mut Vec<RequestRow>) {
+        {
+            for mode in Mode::ALL {
+                for t in 0..2u32 {
+                    let tr = trial(id, mode, t);
+                    let sizes: [(u64, u64); 2] = match (mode, t) {
+                        (Mode::Off, _) => [(200, 200), (400, 400)],
+                        (Mode::Warn, _) => [(150, 150), (300, 300)],
+                        (Mode::Compact, 0) => [(100, 100), (90, 100)],
+                        (Mode::Compact, _) => [(110, 100), (200, 200)],
+                    };
+                    for (i, (est, prov)) in sizes.into_iter().enumerate() {
+                        requests.push(request(&tr, i as u64 + 1, i as u64, est, Some(prov)));
+                    }
+                    trials.push(tr);
+                }
+            }
         }
     }
 

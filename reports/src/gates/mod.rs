@@ -10,14 +10,15 @@
 //!
 //! | gate | observed value | passes when |
 //! | --- | --- | --- |
-//! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict |
-//! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials; 0 with "no evidence" when that grader did not run | ≤ `max` |
+//! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict, or one could not judge the system under test |
+//! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials | ≤ `max`; not evaluated when that grader gave no verdict (no evidence is not a pass) |
 //! | `unwarned_over_budget_requests` | candidate **turn** requests (`purpose = turn`) with `sent && over_budget && !warned` | ≤ `max` |
-//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag` (all when no tag); a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate; the detail adds a seeded cluster-bootstrap 95% interval ([`crate::stats`]) | ≥ `min`; not evaluated without pairs |
-//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over (scenario, trial) pairs present in both modes, neither errored (point value); the detail gives the Newcombe (method 10) 95% interval, the paired counts and McNemar's exact p ([`crate::stats`]) | **non-inferiority**: the interval's upper bound ≤ `max` (not the point value) |
-//! | `seeded_recall` | correct / probed facts over non-errored candidate trials | ≥ `min` |
-//! | `estimator_p95_undercount` | p95 over answered candidate turn requests of the undercount share `max(0, −rel_error)`, leaving out scenarios tagged with one of `exclude_tags` (default `[estimator]`: scenarios that undercount on purpose) | ≤ `max_share_of_buffer` × min(buffer / window) |
-//! | `errored_trials` | trials with status `errored`, **all modes** (an errored baseline breaks the pairing the candidate is judged on) | ≤ `max` |
+//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag`, off-script trials left out; a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | the **lower bound** of its seeded session-cluster bootstrap 95% interval ≥ `min`; not evaluated below `min_clusters` sessions |
+//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over sessions ([`scenarios`]: a scenario's copies count once, each `vary:` instance apart) whose `warn` is expected to complete | **non-inferiority**: the upper bound of the Newcombe (method 10) 95% interval ≤ `max`; not evaluated below `min_units` sessions, or when even identical results could not show it and the candidate is not shown inferior |
+//! | `completion_regression_vs_warn` | mean over the same sessions of turns completed ÷ scripted, `warn` − candidate | upper bound of the seeded bootstrap 95% interval ≤ `max`; not evaluated below `min_units` |
+//! | `seeded_recall` | correct / probed facts of `kinds` (default durable constraints) in scenarios carrying `tag`, non-errored candidate trials; every kind reported beside | the **lower Wilson 95% bound** ≥ `min`; not evaluated below `min_probes`, or when even a perfect record could not reach `min` and the upper bound does |
+//! | `estimator_p95_undercount` | p95 over counted candidate turn requests (answered, or overflowed with the provider's count) of the undercount share `max(0, −error)` of the estimate the system planned with, leaving out scenarios tagged with one of `exclude_tags` (default none) | ≤ `max_share_of_buffer` × min(buffer / window) |
+//! | `errored_trials` | trials with status `errored` (ctxbench's or the provider's fault; a crash of the system under test is its failure), **all modes** | ≤ `max` |
 //!
 //! Summarization requests (`purpose = summary`) are compaction cost: they carry no engine
 //! budget, so they are left out of every request-level gate above.
@@ -31,7 +32,9 @@
 //! The run manifest may carry the gates file registered before the first trial. The
 //! report compares its SHA-256 with that of the evaluated file and, when they differ (or
 //! nothing was registered), sets [`GateReport::note`], which the verdict line, the HTML
-//! banner and `gates.json` all show. The verdict itself is not changed by the note.
+//! banner and `gates.json` all show. Unregistered gates give no verdict (`INCOMPLETE`, exit
+//! 3) unless the evaluation is declared exploratory (`--exploratory`), which stamps every
+//! output. A run missing shards or trials of its matrix is `INCOMPLETE` as well, naming them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -42,15 +45,22 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+mod scenarios;
+mod tokens;
+
+pub(crate) use scenarios::completion;
+
+pub(crate) use tokens::{
+    instances, median_reduction, pair_steps, reduction_interval, tagged_scenarios,
+};
+use tokens::{token_reduction, undercount};
+
 use crate::error::ReportError;
 use crate::read::RunData;
-use crate::stats::{
-    bootstrap_median, mcnemar_exact, newcombe_paired_difference, BootstrapInterval, PairedTable,
-    Proportion, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, QUANTILE_METHOD, Z_95,
-};
+use crate::stats::{wilson_demonstrable_n, Proportion};
 
 /// The default gates file (also `reports/gates/default.yaml`).
-pub const DEFAULT_GATES: &str = include_str!("../gates/default.yaml");
+pub const DEFAULT_GATES: &str = include_str!("../../gates/default.yaml");
 
 /// Exit code when every gate passes.
 pub const EXIT_PASS: i32 = 0;
@@ -64,6 +74,9 @@ pub const EXIT_CANNOT_EVALUATE: i32 = 3;
 pub const RECALL_GRADER: &str = "recall";
 /// Grader whose failures are transcript corruptions.
 pub const TRANSCRIPT_GRADER: &str = "transcript-immutable";
+/// How a grader's summary starts when the system under test, not the scenario, kept it
+/// from judging (the graders' own wording).
+pub const SUT_NOT_APPLICABLE: &str = "not-applicable: the system under test";
 
 /// A parsed gates file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -85,6 +98,11 @@ pub struct GatesFile {
     /// Lowercase hex SHA-256 of the file's exact text (compared with the registration).
     #[serde(skip)]
     pub sha256: String,
+    /// Evaluate even when these are not the gates registered before the run; every output
+    /// is then stamped exploratory (`ctxbench gate --exploratory`). Without it, unregistered
+    /// gates cannot give a verdict.
+    #[serde(skip)]
+    pub exploratory: bool,
 }
 
 fn default_candidate() -> Mode {
@@ -111,12 +129,16 @@ pub struct GateThresholds {
     /// Median per-step input-token reduction of the candidate against `off`.
     #[serde(default)]
     pub token_reduction_vs_off: Option<MinReduction>,
-    /// Pass-rate drop of the candidate against `warn`.
+    /// Pass-rate drop of the candidate against `warn`, by scenario.
     #[serde(default)]
-    pub pass_rate_regression_vs_warn: Option<MaxShare>,
+    pub pass_rate_regression_vs_warn: Option<NonInferiority>,
+    /// Completion drop (turns completed ÷ scripted) of the candidate against `warn`, by
+    /// scenario.
+    #[serde(default)]
+    pub completion_regression_vs_warn: Option<NonInferiority>,
     /// Recall of seeded facts in the candidate.
     #[serde(default)]
-    pub seeded_recall: Option<MinShare>,
+    pub seeded_recall: Option<RecallGate>,
     /// p95 estimator undercount against the safety buffer's share of the window.
     #[serde(default)]
     pub estimator_p95_undercount: Option<MaxShareOfBuffer>,
@@ -133,31 +155,77 @@ pub struct MaxCount {
     pub max: u64,
 }
 
-/// `{max: x}` on a share in [0, 1].
+/// `{max: x, min_units: n}`: a non-inferiority margin on a per-session difference, and the
+/// fewest independent sessions (scenarios, or the instances `vary:` makes of one) it may be
+/// judged on.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MaxShare {
-    /// Largest acceptable value.
+pub struct NonInferiority {
+    /// Largest acceptable upper bound of the interval on baseline − candidate.
     pub max: f64,
+    /// Fewest eligible sessions (below: `not_evaluated`, saying how many are needed).
+    #[serde(default = "default_min_units")]
+    pub min_units: u64,
 }
 
-/// `{min: x}` on a share in [0, 1].
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+fn default_min_units() -> u64 {
+    DEFAULT_MIN_UNITS
+}
+
+/// Fewest independent sessions a per-session comparison is judged on, by default.
+pub const DEFAULT_MIN_UNITS: u64 = 5;
+/// Fewest session clusters the token-reduction interval is computed on, by default.
+pub const DEFAULT_MIN_CLUSTERS: u64 = 3;
+/// Fewest probes the recall gate is judged on, by default.
+pub const DEFAULT_MIN_PROBES: u64 = 20;
+
+/// `{min: x, tag: t, kinds: [..], min_probes: n}`: recall of seeded facts, judged on the lower
+/// Wilson bound over the probes of `kinds` in scenarios carrying `tag`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MinShare {
-    /// Smallest acceptable value.
+pub struct RecallGate {
+    /// Smallest acceptable lower Wilson 95% bound.
     pub min: f64,
+    /// Only scenarios carrying this tag count (seed 000: "in long sessions").
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Fact kinds that count (default: durable constraints); the others are reported beside.
+    #[serde(default = "default_recall_kinds")]
+    pub kinds: Vec<String>,
+    /// Fewest probes (below: `not_evaluated`).
+    #[serde(default = "default_min_probes")]
+    pub min_probes: u64,
 }
 
-/// `{min: x, tag: t}`: a reduction share, optionally restricted to scenarios with a tag.
+fn default_recall_kinds() -> Vec<String> {
+    vec!["constraint".to_string()]
+}
+
+fn default_min_probes() -> u64 {
+    DEFAULT_MIN_PROBES
+}
+
+/// The fact kinds a recall gate may name.
+pub const FACT_KINDS: &[&str] = &["constraint", "decision", "task", "detail", "abstention"];
+
+/// `{min: x, tag: t, min_clusters: n}`: a reduction share, optionally restricted to
+/// scenarios with a tag, judged on the lower bound of its interval.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MinReduction {
-    /// Smallest acceptable median reduction (0.30 = 30% fewer input tokens).
+    /// Smallest acceptable lower bound of the median reduction's interval (0.30 = 30%
+    /// fewer input tokens).
     pub min: f64,
     /// Only scenarios carrying this tag are paired.
     #[serde(default)]
     pub tag: Option<String>,
+    /// Fewest scenarios (the interval's independent clusters); below: `not_evaluated`.
+    #[serde(default = "default_min_clusters")]
+    pub min_clusters: u64,
+}
+
+fn default_min_clusters() -> u64 {
+    DEFAULT_MIN_CLUSTERS
 }
 
 /// `{max_share_of_buffer: k, exclude_tags: [..]}`.
@@ -173,8 +241,9 @@ pub struct MaxShareOfBuffer {
     pub exclude_tags: Vec<String>,
 }
 
-/// Tags the `estimator_p95_undercount` gate leaves out unless `exclude_tags` says otherwise.
-pub const DEFAULT_UNDERCOUNT_EXCLUDED_TAGS: &[&str] = &["estimator"];
+/// Tags the `estimator_p95_undercount` gate leaves out unless `exclude_tags` says otherwise:
+/// none — every scenario is judged on the estimate the system planned with (calibrated).
+pub const DEFAULT_UNDERCOUNT_EXCLUDED_TAGS: &[&str] = &[];
 
 fn default_undercount_excluded_tags() -> Vec<String> {
     DEFAULT_UNDERCOUNT_EXCLUDED_TAGS
@@ -184,74 +253,148 @@ fn default_undercount_excluded_tags() -> Vec<String> {
 }
 
 impl GatesFile {
-    /// Parses and validates gates-file text. `source` names it in errors and reports.
+    /// Parses and validates gates-file text. `source` names it in errors and reports; every
+    /// error carries `line:column` (the parser's, or the offending key's).
     pub fn parse(text: &str, source: &str) -> Result<GatesFile, ReportError> {
-        let err = |message: String| ReportError::Gates {
-            source_name: source.to_string(),
+        let err = |at: Option<(usize, usize)>, message: String| ReportError::Gates {
+            source_name: match at {
+                Some((line, col)) => format!("{source}:{line}:{col}"),
+                None => source.to_string(),
+            },
             message,
         };
-        let mut file: GatesFile = serde_saphyr::from_str(text).map_err(|e| err(e.to_string()))?;
+        let mut file: GatesFile = serde_saphyr::from_str(text).map_err(|e| {
+            let at = e
+                .location()
+                .map(|l| (l.line() as usize, l.column() as usize));
+            err(at, e.to_string())
+        })?;
         file.source = source.to_string();
         file.sha256 = sha256_hex(text);
-        file.validate().map_err(err)?;
+        file.validate()
+            .map_err(|(path, message)| err(locate(text, &path), message))?;
         Ok(file)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Validation; an error names the key path (e.g. `["gates", "seeded_recall", "min"]`).
+    fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
         if self.version != 1 {
-            return Err(format!(
-                "version: unsupported gates file version {} (this ctxbench reads version 1)",
-                self.version
+            return Err((
+                vec!["version"],
+                format!(
+                    "version: unsupported gates file version {} (this ctxbench reads version 1)",
+                    self.version
+                ),
             ));
         }
         if self.baselines.contains(&self.candidate) {
-            return Err(format!(
-                "baselines: the candidate `{}` cannot also be a baseline",
-                self.candidate
+            return Err((
+                vec!["baselines"],
+                format!(
+                    "baselines: the candidate `{}` cannot also be a baseline",
+                    self.candidate
+                ),
             ));
         }
         let g = &self.gates;
-        let needs = |gate: &str, mode: Mode| -> Result<(), String> {
+        let needs = |gate: &'static str, mode: Mode| {
             if self.baselines.contains(&mode) {
                 Ok(())
             } else {
-                Err(format!(
-                    "gates.{gate}: compares against `{mode}`, which is not among the baselines \
-                     (hint: add `{mode}` to `baselines` or remove the gate)"
+                Err((
+                    vec!["gates", gate],
+                    format!(
+                        "gates.{gate}: compares against `{mode}`, which is not among the \
+                         baselines (hint: add `{mode}` to `baselines` or remove the gate)"
+                    ),
                 ))
             }
         };
-        let share = |gate: &str, field: &str, v: f64, lo: f64, hi: f64| -> Result<(), String> {
+        let range = |gate: &'static str, field: &'static str, v: f64, lo: f64, hi: f64| {
             if v.is_finite() && (lo..=hi).contains(&v) {
                 Ok(())
             } else {
-                Err(format!("gates.{gate}.{field}: {v} is outside [{lo}, {hi}]"))
+                Err((
+                    vec!["gates", gate, field],
+                    format!("gates.{gate}.{field}: {v} is out of range (expected {lo} to {hi})"),
+                ))
+            }
+        };
+        let at_least_one = |gate: &'static str, field: &'static str, n: u64| {
+            if n >= 1 {
+                Ok(())
+            } else {
+                Err((
+                    vec!["gates", gate, field],
+                    format!("gates.{gate}.{field}: 0 is out of range (expected at least 1)"),
+                ))
+            }
+        };
+        let tag = |gate: &'static str, t: &Option<String>| {
+            if t.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                Err((
+                    vec!["gates", gate, "tag"],
+                    format!("gates.{gate}.tag: empty tag"),
+                ))
+            } else {
+                Ok(())
             }
         };
         if let Some(t) = &g.token_reduction_vs_off {
             needs("token_reduction_vs_off", Mode::Off)?;
-            share("token_reduction_vs_off", "min", t.min, -1.0, 1.0)?;
-            if t.tag.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                return Err("gates.token_reduction_vs_off.tag: empty tag".to_string());
+            range("token_reduction_vs_off", "min", t.min, -1.0, 1.0)?;
+            tag("token_reduction_vs_off", &t.tag)?;
+            at_least_one("token_reduction_vs_off", "min_clusters", t.min_clusters)?;
+        }
+        for (name, t) in [
+            (
+                "pass_rate_regression_vs_warn",
+                g.pass_rate_regression_vs_warn,
+            ),
+            (
+                "completion_regression_vs_warn",
+                g.completion_regression_vs_warn,
+            ),
+        ] {
+            if let Some(t) = t {
+                needs(name, Mode::Warn)?;
+                range(name, "max", t.max, 0.0, 1.0)?;
+                at_least_one(name, "min_units", t.min_units)?;
             }
         }
-        if let Some(t) = g.pass_rate_regression_vs_warn {
-            needs("pass_rate_regression_vs_warn", Mode::Warn)?;
-            share("pass_rate_regression_vs_warn", "max", t.max, -1.0, 1.0)?;
-        }
-        if let Some(t) = g.seeded_recall {
-            share("seeded_recall", "min", t.min, 0.0, 1.0)?;
+        if let Some(t) = &g.seeded_recall {
+            range("seeded_recall", "min", t.min, 0.0, 1.0)?;
+            tag("seeded_recall", &t.tag)?;
+            at_least_one("seeded_recall", "min_probes", t.min_probes)?;
+            if t.kinds.is_empty() {
+                return Err((
+                    vec!["gates", "seeded_recall", "kinds"],
+                    "gates.seeded_recall.kinds: empty (expected at least one kind)".into(),
+                ));
+            }
+            if let Some(k) = t.kinds.iter().find(|k| !FACT_KINDS.contains(&k.as_str())) {
+                return Err((
+                    vec!["gates", "seeded_recall", "kinds"],
+                    format!(
+                        "gates.seeded_recall.kinds: unknown kind `{k}` (expected one of {})",
+                        FACT_KINDS.join(", ")
+                    ),
+                ));
+            }
         }
         if let Some(t) = &g.estimator_p95_undercount {
-            share(
+            range(
                 "estimator_p95_undercount",
                 "max_share_of_buffer",
                 t.max_share_of_buffer,
                 0.0,
-                f64::MAX,
+                1000.0,
             )?;
             if t.exclude_tags.iter().any(|s| s.trim().is_empty()) {
-                return Err("gates.estimator_p95_undercount.exclude_tags: empty tag".to_string());
+                return Err((
+                    vec!["gates", "estimator_p95_undercount", "exclude_tags"],
+                    "gates.estimator_p95_undercount.exclude_tags: empty tag".into(),
+                ));
             }
         }
         let configured = [
@@ -260,15 +403,45 @@ impl GatesFile {
             g.unwarned_over_budget_requests.is_some(),
             g.token_reduction_vs_off.is_some(),
             g.pass_rate_regression_vs_warn.is_some(),
+            g.completion_regression_vs_warn.is_some(),
             g.seeded_recall.is_some(),
             g.estimator_p95_undercount.is_some(),
             g.errored_trials.is_some(),
         ];
         if !configured.contains(&true) {
-            return Err("gates: no gate configured (an empty gates file would always pass)".into());
+            return Err((
+                vec!["gates"],
+                "gates: no gate configured (an empty gates file would always pass)".into(),
+            ));
         }
         Ok(())
     }
+}
+
+/// `(line, column)` (1-based) of the last key of `path` in `text`, found in order: each key
+/// is searched after the previous one (good enough for a gates file's shallow YAML).
+fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    let mut at = None;
+    for key in path {
+        let pattern = format!("{key}:");
+        let rel = text[from..]
+            .match_indices(&pattern)
+            .map(|(i, _)| from + i)
+            .find(|&i| {
+                // A whole key: preceded by the start, whitespace, `{` or `,`.
+                text[..i]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| c.is_whitespace() || c == '{' || c == ',')
+            })?;
+        at = Some(rel);
+        from = rel + pattern.len();
+    }
+    let i = at?;
+    let line = text[..i].matches('\n').count() + 1;
+    let col = i - text[..i].rfind('\n').map_or(0, |n| n + 1) + 1;
+    Some((line, col))
 }
 
 /// Loads a gates file from `path`, or the built-in [`DEFAULT_GATES`] when `None`.
@@ -420,6 +593,22 @@ pub struct GateReport {
     pub gates: Vec<GateResult>,
     /// Data-quality warnings (torn lines, orphan rows, missing trials).
     pub warnings: Vec<String>,
+    /// Whether these gates were evaluated as exploratory (not the pre-registered ones).
+    pub exploratory: bool,
+    /// What part of the run's matrix is missing (shards, trials), if any: no verdict then.
+    pub incomplete_run: Option<String>,
+}
+
+impl GateReport {
+    /// The verdict as every output heads it: `PASS`, `FAIL`, `INCOMPLETE`, each prefixed
+    /// `EXPLORATORY ` when the gates were not the pre-registered ones.
+    pub fn headline(&self) -> String {
+        if self.exploratory {
+            format!("EXPLORATORY {}", self.verdict.label())
+        } else {
+            self.verdict.label().to_string()
+        }
+    }
 }
 
 /// Evaluates `gates` on `run`. Never fails: missing data makes a gate `not_evaluated`.
@@ -459,7 +648,10 @@ pub(crate) fn evaluate_with(
     if let Some(t) = g.pass_rate_regression_vs_warn {
         results.push(ctx.pass_rate_regression(t));
     }
-    if let Some(t) = g.seeded_recall {
+    if let Some(t) = g.completion_regression_vs_warn {
+        results.push(ctx.completion_regression(t));
+    }
+    if let Some(t) = &g.seeded_recall {
         results.push(ctx.recall(t));
     }
     if let Some(t) = &g.estimator_p95_undercount {
@@ -488,13 +680,23 @@ pub(crate) fn evaluate_with(
             ),
         )
     } else if !missing.is_empty() {
+        // Say what each undecided gate lacks, so the reader knows what would decide it.
+        let lacks: Vec<String> = results
+            .iter()
+            .filter(|r| r.status == GateStatus::NotEvaluated)
+            .map(|r| {
+                let why = r.detail.strip_prefix("inconclusive: ").unwrap_or(&r.detail);
+                format!("{} — {why}", r.name)
+            })
+            .collect();
         (
             GateVerdict::Incomplete,
             format!(
-                "{} of {} gates could not be evaluated: {}",
+                "{} of {} gates could not be evaluated: {}. To conclude: {}",
                 missing.len(),
                 results.len(),
-                missing.join(", ")
+                missing.join(", "),
+                lacks.join("; ")
             ),
         )
     } else {
@@ -508,7 +710,36 @@ pub(crate) fn evaluate_with(
         )
     };
 
-    let (registration, note) = registration(run, gates);
+    let (mut verdict, mut reason) = (verdict, reason);
+    // Missing trials or shards: no verdict can stand on part of the matrix.
+    let incomplete_run = missing_matrix(run);
+    if let Some(missing) = &incomplete_run {
+        reason = if verdict == GateVerdict::Fail {
+            format!("{missing}; on the trials present, {reason}")
+        } else {
+            missing.clone()
+        };
+        verdict = GateVerdict::Incomplete;
+    }
+    let (registration, mut note) = registration(run, gates);
+    // Pre-registration is enforced: other gates than the registered ones give no verdict
+    // unless the evaluation is declared exploratory.
+    let registered = registration.status == RegistrationStatus::Matches;
+    if !registered && gates.exploratory {
+        note = Some(format!(
+            "EXPLORATORY: {}",
+            note.unwrap_or_else(|| "gates evaluated after the run".into())
+        ));
+    } else if !registered {
+        reason = format!(
+            "{}; without pre-registered gates there is no verdict (evaluate the registered \
+             gates, or pass --exploratory to evaluate these as exploratory); on these gates: \
+             {} — {reason}",
+            note.clone().unwrap_or_default(),
+            verdict.label()
+        );
+        verdict = GateVerdict::Incomplete;
+    }
     GateReport {
         verdict,
         exit_code: verdict.exit_code(),
@@ -521,7 +752,39 @@ pub(crate) fn evaluate_with(
         note,
         gates: results,
         warnings: data_warnings(run),
+        exploratory: gates.exploratory && !registered,
+        incomplete_run,
     }
+}
+
+/// What part of the matrix the run lacks, if any: missing shards (the manifests know the
+/// whole matrix) and missing trials.
+fn missing_matrix(run: &RunData) -> Option<String> {
+    let present = run.trials.len() as u64;
+    let mut parts = Vec::new();
+    let shards: Vec<_> = run.runs.iter().filter_map(|r| r.manifest.shard).collect();
+    if let Some(count) = shards.first().map(|s| s.count) {
+        let have: BTreeSet<u32> = shards.iter().map(|s| s.index).collect();
+        let missing: Vec<String> = (1..=count)
+            .filter(|k| !have.contains(k))
+            .map(|k| format!("{k}/{count}"))
+            .collect();
+        if !missing.is_empty() {
+            parts.push(format!("shard(s) {} missing", missing.join(", ")));
+        }
+    }
+    let expected = run
+        .manifest()
+        .full_matrix_size
+        .unwrap_or_else(|| run.matrix_size())
+        .max(run.matrix_size());
+    if present < expected {
+        parts.push(format!(
+            "{} of {expected} matrix trials missing",
+            expected - present
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("INCOMPLETE RUN: {}", parts.join("; ")))
 }
 
 fn names_with(results: &[GateResult], status: GateStatus) -> Vec<&str> {
@@ -673,7 +936,11 @@ impl<'a> Ctx<'a> {
         }
         let mut judged = 0u64;
         let mut failed: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut not_applicable: BTreeSet<&str> = BTreeSet::new();
         for v in self.cand.iter().flat_map(|t| &t.verdicts) {
+            if v.status == VerdictStatus::Skip && v.summary.starts_with(SUT_NOT_APPLICABLE) {
+                not_applicable.insert(v.grader.as_str());
+            }
             if v.grader == RECALL_GRADER || v.status == VerdictStatus::Skip {
                 continue;
             }
@@ -692,6 +959,25 @@ impl<'a> Ctx<'a> {
             );
         }
         let total: u64 = failed.values().sum();
+        if total == 0 && !not_applicable.is_empty() {
+            // Missing evidence is never a pass: these invariants were not checked at all.
+            return Self::result(
+                name,
+                Bound::Max,
+                max,
+                None,
+                format!(
+                    "0 failures in {judged} invariant verdicts, but {} could not judge this \
+                     system under test (it reports no context events): {}",
+                    not_applicable.len(),
+                    not_applicable
+                        .iter()
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
         let detail = if total == 0 {
             format!("0 failures in {judged} invariant verdicts")
         } else {
@@ -716,12 +1002,16 @@ impl<'a> Ctx<'a> {
             .filter(|(_, v)| v.grader == TRANSCRIPT_GRADER && v.status != VerdictStatus::Skip)
             .collect();
         if verdicts.is_empty() {
+            // No evidence is not zero corruptions.
             return Self::result(
                 name,
                 Bound::Max,
                 max,
-                Some(0.0),
-                format!("no evidence: grader `{TRANSCRIPT_GRADER}` gave no verdict on a candidate trial"),
+                None,
+                format!(
+                    "no evidence: grader `{TRANSCRIPT_GRADER}` gave no verdict on a candidate \
+                     trial (a system that reports no transcript cannot be judged here)"
+                ),
             );
         }
         let failed: Vec<&str> = verdicts
@@ -772,123 +1062,107 @@ impl<'a> Ctx<'a> {
         Self::result(name, Bound::Max, max, Some(n as f64), detail)
     }
 
-    fn pass_rate_regression(&self, t: MaxShare) -> GateResult {
-        let name = "pass_rate_regression_vs_warn";
-        if self.cand.is_empty() {
-            return Self::result(name, Bound::Max, t.max, None, self.no_candidate());
-        }
-        let warn: BTreeMap<(&str, u32), &TrialRow> = self
-            .run
-            .trials
-            .iter()
-            .filter(|t| t.mode == Mode::Warn)
-            .map(|t| ((t.scenario.as_str(), t.trial), t))
-            .collect();
-        let mut pairs = Vec::new();
-        let mut dropped = 0u64;
-        for c in &self.cand {
-            let Some(w) = warn.get(&(c.scenario.as_str(), c.trial)) else {
-                continue;
-            };
-            if c.outcome.status == OutcomeStatus::Errored
-                || w.outcome.status == OutcomeStatus::Errored
-            {
-                dropped += 1;
-                continue;
-            }
-            pairs.push((w.passed, c.passed));
-        }
-        // First = warn, second = candidate: the difference is warn − candidate.
-        let table = PairedTable::from_pairs(pairs);
-        let Some(ci) = newcombe_paired_difference(&table, Z_95) else {
-            return Self::result(
-                name,
-                Bound::Max,
-                t.max,
-                None,
-                format!(
-                    "no (scenario, trial) ran without error in both `warn` and `{}`",
-                    self.candidate
-                ),
-            );
-        };
-        let n = table.n();
-        let (pw, pc) = (table.first_passed(), table.second_passed());
-        let non_inferior = ci.non_inferior(t.max);
-        let pp = |v: f64| format!("{:+.1}", v * 100.0);
-        let detail = format!(
-            "warn {pw}/{n} ({:.1}%) vs {cand} {pc}/{n} ({:.1}%) on {n} paired trials; \
-             warn − {cand} {} pp, Newcombe 95% [{}, {}] pp: {} (upper bound {} the {:.1} pp \
-             margin); discordant pairs: {} pass only in warn, {} only in {cand}; McNemar \
-             exact p = {:.4}{}",
-            pw as f64 / n as f64 * 100.0,
-            pc as f64 / n as f64 * 100.0,
-            pp(ci.value),
-            pp(ci.lo),
-            pp(ci.hi),
-            if non_inferior {
-                "non-inferior"
-            } else {
-                "non-inferiority not shown"
-            },
-            if non_inferior { "within" } else { "above" },
-            t.max * 100.0,
-            table.first_only,
-            table.second_only,
-            mcnemar_exact(table.first_only, table.second_only),
-            if dropped > 0 {
-                format!("; {dropped} pair(s) with an errored trial left out")
-            } else {
-                String::new()
-            },
-            cand = self.candidate,
-        );
-        // Observed is the point difference; the gate passes only when the interval's upper
-        // bound is within the margin (non-inferiority), so a small sample cannot pass on
-        // its point estimate alone.
-        let mut result = Self::result(name, Bound::Max, t.max, Some(ci.value), detail);
-        result.status = if non_inferior {
-            GateStatus::Pass
-        } else {
-            GateStatus::Fail
-        };
-        result
-    }
-
-    fn recall(&self, t: MinShare) -> GateResult {
+    fn recall(&self, t: &RecallGate) -> GateResult {
         let name = "seeded_recall";
         if self.cand.is_empty() {
             return Self::result(name, Bound::Min, t.min, None, self.no_candidate());
         }
-        let probes = self
+        let tagged = t.tag.as_deref().map(|tag| tagged_scenarios(self.run, tag));
+        let in_scope = |tr: &TrialRow| {
+            tagged
+                .as_ref()
+                .is_none_or(|s| s.contains(tr.scenario.as_str()))
+        };
+        // Every probe of a non-errored candidate trial, by kind; only the gate's kinds, in
+        // the gate's scenarios, count.
+        let mut by_kind: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let (mut correct, mut total) = (0u64, 0u64);
+        for tr in self
             .cand
             .iter()
             .filter(|t| t.outcome.status != OutcomeStatus::Errored)
-            .flat_map(|t| &t.recall);
-        let (mut correct, mut total) = (0u64, 0u64);
-        for p in probes {
-            total += 1;
-            correct += u64::from(p.correct);
+        {
+            for p in &tr.recall {
+                let kind = if p.kind.is_empty() {
+                    "constraint"
+                } else {
+                    p.kind.as_str()
+                };
+                let e = by_kind.entry(kind.to_string()).or_default();
+                e.0 += u64::from(p.correct);
+                e.1 += 1;
+                if in_scope(tr) && t.kinds.iter().any(|k| k == kind) {
+                    correct += u64::from(p.correct);
+                    total += 1;
+                }
+            }
         }
-        match Proportion::wilson(correct, total) {
-            None => Self::result(
+        let scope = format!(
+            "{} probes{}",
+            t.kinds.join("/"),
+            t.tag
+                .as_deref()
+                .map(|tag| format!(" in scenarios tagged `{tag}`"))
+                .unwrap_or_default()
+        );
+        let beside: Vec<String> = by_kind
+            .iter()
+            .map(|(k, (c, n))| format!("{k} {c}/{n}"))
+            .collect();
+        if total < t.min_probes {
+            return Self::result(
                 name,
                 Bound::Min,
                 t.min,
                 None,
-                "no fact probes in non-errored candidate trials".into(),
-            ),
-            Some(p) => Self::result(
-                name,
-                Bound::Min,
-                t.min,
-                Some(p.value),
                 format!(
-                    "{correct}/{total} probes correct (Wilson 95% [{:.3}, {:.3}])",
-                    p.lo, p.hi
+                    "inconclusive: needs {} {scope}, has {total} (all kinds: {})",
+                    t.min_probes,
+                    beside.join(", ")
                 ),
-            ),
+            );
         }
+        let p = Proportion::wilson(correct, total).unwrap_or(Proportion {
+            successes: 0,
+            total: 0,
+            value: 0.0,
+            lo: 0.0,
+            hi: 0.0,
+        });
+        // Too few probes for even a perfect record to reach the threshold: not shown below
+        // it either (the upper bound clears it), so the run cannot decide.
+        if let Some(need) = wilson_demonstrable_n(t.min) {
+            if total < need && p.hi >= t.min {
+                return Self::result(
+                    name,
+                    Bound::Min,
+                    t.min,
+                    None,
+                    format!(
+                        "inconclusive: {correct}/{total} {scope} correct, but even a perfect \
+                         record needs {need} probes for a lower Wilson 95% bound of {:.1}%: run \
+                         more trials of varied long sessions (all kinds: {})",
+                        t.min * 100.0,
+                        beside.join(", ")
+                    ),
+                );
+            }
+        }
+        Self::result(
+            name,
+            Bound::Min,
+            t.min,
+            Some(p.lo),
+            format!(
+                "lower Wilson 95% bound {:.3} of {correct}/{total} {scope} correct ({:.1}%, \
+                 [{:.3}, {:.3}]); all kinds: {}",
+                p.lo,
+                p.value * 100.0,
+                p.lo,
+                p.hi,
+                beside.join(", ")
+            ),
+        )
     }
 
     fn errored(&self, t: MaxCount) -> GateResult {
@@ -998,327 +1272,4 @@ fn unwarned_counts(df: &DataFrame, mode: Mode) -> PolarsResult<(usize, usize, Ve
         }
     }
     Ok((sel.height(), n_over, unwarned))
-}
-
-/// Scenarios carrying `tag`, by the trials' tags or the manifests' scenario list.
-pub(crate) fn tagged_scenarios<'a>(run: &'a RunData, tag: &str) -> BTreeSet<&'a str> {
-    let mut tagged: BTreeSet<&str> = run
-        .trials
-        .iter()
-        .filter(|tr| tr.tags.iter().any(|x| x == tag))
-        .map(|tr| tr.scenario.as_str())
-        .collect();
-    for s in run.scenarios() {
-        if s.tags.iter().any(|x| x == tag) {
-            tagged.insert(s.id.as_str());
-        }
-    }
-    tagged
-}
-
-/// Steps of two modes paired by (scenario, trial, step): see [`pair_steps`].
-pub(crate) struct Pairing {
-    /// Columns `scenario`, `trial`, `step`, `cand`, `base` (step sizes), `cand_est`,
-    /// `base_est` (1 when sized by the estimate) and `reduction` = 1 − cand/base.
-    pub paired: DataFrame,
-    /// Steps the candidate has.
-    pub cand_steps: usize,
-    /// Steps the baseline has.
-    pub base_steps: usize,
-}
-
-impl Pairing {
-    /// Steps of either side without a partner.
-    pub fn unpaired(&self) -> usize {
-        (self.cand_steps + self.base_steps).saturating_sub(2 * self.paired.height())
-    }
-}
-
-/// Pairs the **sent turn** requests (`purpose = turn`; summarization requests are
-/// compaction cost, not a step's size) of `cand` and `base` by (scenario, trial, step),
-/// restricted to `scenarios` when given. A step's size is its largest request, sized by
-/// provider input tokens, else the provider's overflow count, else the estimate (flagged).
-/// Pairs whose baseline size is 0 are left out (no reduction is defined).
-pub(crate) fn pair_steps(
-    requests: &DataFrame,
-    scenarios: Option<&BTreeSet<&str>>,
-    cand: Mode,
-    base: Mode,
-) -> PolarsResult<Pairing> {
-    let mut lf = requests
-        .clone()
-        .lazy()
-        .filter(col("sent").and(crate::frames::is_turn()));
-    if let Some(ids) = scenarios {
-        let ids: Vec<&str> = ids.iter().copied().collect();
-        let frame = DataFrame::new(ids.len(), vec![Column::new("scenario".into(), ids)])?;
-        lf = lf.join(
-            frame.lazy(),
-            [col("scenario")],
-            [col("scenario")],
-            JoinArgs::new(JoinType::Inner),
-        );
-    }
-    let size = col("provider_input_tokens")
-        .fill_null(col("overflow_input_tokens"))
-        .fill_null(col("est_total"))
-        .cast(DataType::Float64);
-    let estimated = col("provider_input_tokens")
-        .is_null()
-        .and(col("overflow_input_tokens").is_null());
-    let keys = [col("scenario"), col("trial"), col("step")];
-    let per_step = |mode: Mode, size_name: &str, est_name: &str| {
-        lf.clone()
-            .filter(col("mode").eq(lit(mode.as_str())))
-            .group_by(keys.clone())
-            .agg([
-                size.clone().max().alias(size_name),
-                estimated
-                    .clone()
-                    .cast(DataType::UInt32)
-                    .max()
-                    .alias(est_name),
-            ])
-    };
-    let c = per_step(cand, "cand", "cand_est").collect()?;
-    let b = per_step(base, "base", "base_est").collect()?;
-    let (cand_steps, base_steps) = (c.height(), b.height());
-    let paired = c
-        .lazy()
-        .join(b.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
-        .filter(col("base").gt(lit(0.0)))
-        .with_column((lit(1.0) - col("cand") / col("base")).alias("reduction"))
-        .sort(
-            ["scenario", "trial", "step"],
-            SortMultipleOptions::default(),
-        )
-        .collect()?;
-    Ok(Pairing {
-        paired,
-        cand_steps,
-        base_steps,
-    })
-}
-
-/// Median of the `reduction` column of a [`Pairing`] (linear interpolation); `None` when
-/// nothing is paired.
-pub(crate) fn median_reduction(p: &Pairing) -> PolarsResult<Option<f64>> {
-    if p.paired.height() == 0 {
-        return Ok(None);
-    }
-    let m = p
-        .paired
-        .clone()
-        .lazy()
-        .select([col("reduction")
-            .quantile(lit(0.5), QUANTILE_METHOD)
-            .alias("median")])
-        .collect()?;
-    Ok(m.column("median")?
-        .as_materialized_series()
-        .f64()?
-        .get(0)
-        .filter(|v| v.is_finite()))
-}
-
-/// Seeded cluster-bootstrap 95% interval ([`crate::stats::bootstrap_median`]) of the
-/// median `reduction` of a [`Pairing`], resampling its (scenario, trial) clusters of steps;
-/// `None` with fewer than two clusters.
-pub(crate) fn reduction_interval(p: &Pairing) -> PolarsResult<Option<BootstrapInterval>> {
-    let df = &p.paired;
-    if df.height() == 0 {
-        return Ok(None);
-    }
-    let scenario = df
-        .column("scenario")?
-        .as_materialized_series()
-        .str()?
-        .clone();
-    let trial = df
-        .column("trial")?
-        .as_materialized_series()
-        .cast(&DataType::UInt64)?;
-    let trial = trial.u64()?;
-    let reduction = df
-        .column("reduction")?
-        .as_materialized_series()
-        .f64()?
-        .clone();
-    // The frame is sorted by (scenario, trial, step), so a cluster is a run of rows.
-    let mut clusters: Vec<Vec<f64>> = Vec::new();
-    let mut key: Option<(Option<&str>, Option<u64>)> = None;
-    for ((s, t), r) in scenario.iter().zip(trial.iter()).zip(reduction.iter()) {
-        if key != Some((s, t)) {
-            key = Some((s, t));
-            clusters.push(Vec::new());
-        }
-        if let (Some(r), Some(last)) = (r, clusters.last_mut()) {
-            last.push(r);
-        }
-    }
-    Ok(bootstrap_median(
-        &clusters,
-        BOOTSTRAP_RESAMPLES,
-        BOOTSTRAP_SEED,
-        0.95,
-    ))
-}
-
-/// Median per-step reduction, paired by (scenario, trial, step).
-fn token_reduction(
-    ctx: &Ctx<'_>,
-    requests: &DataFrame,
-    t: &MinReduction,
-) -> PolarsResult<GateResult> {
-    let name = "token_reduction_vs_off";
-    let result = |observed, detail| Ctx::result(name, Bound::Min, t.min, observed, detail);
-
-    let (tagged, scope) = match &t.tag {
-        Some(tag) => {
-            let tagged = tagged_scenarios(ctx.run, tag);
-            if tagged.is_empty() {
-                return Ok(result(
-                    None,
-                    format!("no scenario in the run is tagged `{tag}`"),
-                ));
-            }
-            let scope = format!("{} scenario(s) tagged `{tag}`", tagged.len());
-            (Some(tagged), scope)
-        }
-        None => (None, "all scenarios".to_string()),
-    };
-    let pairing = pair_steps(requests, tagged.as_ref(), ctx.candidate, Mode::Off)?;
-    let pairs = pairing.paired.height();
-    if pairs == 0 {
-        return Ok(result(
-            None,
-            format!(
-                "no step of {scope} ran in both `{}` ({} steps) and `off` ({} steps)",
-                ctx.candidate, pairing.cand_steps, pairing.base_steps
-            ),
-        ));
-    }
-    let median = median_reduction(&pairing)?;
-    let estimated = pairing
-        .paired
-        .clone()
-        .lazy()
-        .select([(col("cand_est") + col("base_est"))
-            .gt(lit(0u32))
-            .cast(DataType::UInt64)
-            .sum()
-            .alias("estimated")])
-        .collect()?;
-    let estimated_pairs = estimated
-        .column("estimated")?
-        .as_materialized_series()
-        .u64()?
-        .get(0)
-        .unwrap_or(0);
-    let unpaired = pairing.unpaired();
-    let mut detail = format!(
-        "median of 1 − {}/off over {pairs} paired steps of {scope}",
-        ctx.candidate
-    );
-    match reduction_interval(&pairing)? {
-        Some(ci) => detail.push_str(&format!(
-            "; bootstrap 95% [{:.1}%, {:.1}%] ({} resamples of {} (scenario, trial) clusters, \
-             seed {:#x})",
-            ci.lo * 100.0,
-            ci.hi * 100.0,
-            ci.resamples,
-            ci.clusters,
-            ci.seed
-        )),
-        None => {
-            detail.push_str("; no bootstrap interval (fewer than 2 (scenario, trial) clusters)")
-        }
-    }
-    if unpaired > 0 {
-        detail.push_str(&format!("; {unpaired} step(s) without a partner left out"));
-    }
-    if estimated_pairs > 0 {
-        detail.push_str(&format!(
-            "; {estimated_pairs} pair(s) sized by the estimate (no provider count)"
-        ));
-    }
-    Ok(result(median, detail))
-}
-
-/// p95 undercount share against the buffer's share of the window.
-fn undercount(
-    ctx: &Ctx<'_>,
-    requests: &DataFrame,
-    t: &MaxShareOfBuffer,
-) -> PolarsResult<GateResult> {
-    let name = "estimator_p95_undercount";
-    let excluded: BTreeSet<&str> = t
-        .exclude_tags
-        .iter()
-        .flat_map(|tag| tagged_scenarios(ctx.run, tag))
-        .collect();
-    let mut keep = col("mode")
-        .eq(lit(ctx.candidate.as_str()))
-        .and(crate::frames::is_turn())
-        .and(col("rel_error").is_not_null())
-        .and(col("window").gt(lit(0u64)));
-    for s in &excluded {
-        keep = keep.and(col("scenario").neq(lit(*s)));
-    }
-    let answered = requests.clone().lazy().filter(keep);
-    let rel = col("rel_error");
-    let stats = answered
-        .select([
-            when(rel.clone().lt(lit(0.0)))
-                .then(lit(0.0) - rel)
-                .otherwise(lit(0.0))
-                .quantile(lit(0.95), QUANTILE_METHOD)
-                .alias("p95"),
-            (col("buffer").cast(DataType::Float64) / col("window").cast(DataType::Float64))
-                .min()
-                .alias("share"),
-            len().cast(DataType::UInt64).alias("n"),
-        ])
-        .collect()?;
-    let get_f = |c: &str| -> PolarsResult<Option<f64>> {
-        Ok(stats
-            .column(c)?
-            .as_materialized_series()
-            .cast(&DataType::Float64)?
-            .f64()?
-            .get(0))
-    };
-    let n = get_f("n")?.unwrap_or(0.0) as u64;
-    let (p95, share) = (get_f("p95")?, get_f("share")?);
-    let left_out = if excluded.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; {} scenario(s) tagged {} left out",
-            excluded.len(),
-            t.exclude_tags
-                .iter()
-                .map(|x| format!("`{x}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    let (Some(p95), Some(share), true) = (p95, share, n > 0) else {
-        return Ok(Ctx::result(
-            name,
-            Bound::Max,
-            t.max_share_of_buffer,
-            None,
-            format!("no answered candidate turn request with a provider input count{left_out}"),
-        ));
-    };
-    let threshold = t.max_share_of_buffer * share;
-    let detail = format!(
-        "p95 undercount {:.2}% of provider input over {n} answered turn requests; limit {} × \
-         smallest buffer/window share {:.2}%{left_out}",
-        p95 * 100.0,
-        t.max_share_of_buffer,
-        share * 100.0
-    );
-    Ok(Ctx::result(name, Bound::Max, threshold, Some(p95), detail))
 }
