@@ -16,9 +16,9 @@ use support::FakeServer;
 
 const CLIENTS: usize = 16;
 
-/// The first user turn of the built-in `long-recall` scenario.
-const FIRST_TURN: &str = "Ground rules before we start. All storage must use PostgreSQL 16; never \
-    SQLite. Deploy region is us-east-2. Every public function needs a doc comment with an example.";
+/// The first user turn of the built-in `model-summary` scenario.
+const FIRST_TURN: &str =
+    "Ground rules before we start. All storage must use PostgreSQL 16; never SQLite. Deploy region is us-east-2.";
 
 /// Resident memory of `pid` in KiB (Linux).
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -43,7 +43,7 @@ async fn drive(client: &reqwest::Client, base: &str, keys: Vec<String>) -> Vec<D
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(key) = keys.get(i) else { break };
-                // long-recall's first turn, so the fake plays a scripted reply.
+                // model-summary's first turn, so the fake plays a scripted reply.
                 let body = serde_json::json!({
                     "model": "fake-16k",
                     "max_tokens": 256,
@@ -102,10 +102,10 @@ fn memory_stays_flat_and_latency_holds_under_thousands_of_distinct_trial_keys() 
         .build()
         .unwrap();
     let client = reqwest::Client::new();
-    // long-recall has the largest script of the built-in suite (≈450 KB). Keys differ in
-    // their trial index; their seeds cycle over four scripts, as the modes and repeated
-    // runs of a suite share scripts.
-    let key = |seed: usize, i: usize| format!("long-recall~{seed}~compact~{i}");
+    // model-summary is a long session without `vary:`, so its script depends only on the
+    // trial seed. Keys differ in their trial index; their seeds cycle over four scripts, as
+    // the modes and repeated runs of a suite share scripts.
+    let key = |seed: usize, i: usize| format!("model-summary~{seed}~compact~{i}");
     rt.block_on(async {
         let t0 = Instant::now();
         let single = drive(&client, &server.url, vec![key(0, 0); keys / 2]).await;

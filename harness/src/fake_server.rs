@@ -60,13 +60,10 @@ impl SuiteScripts {
 
     /// The script of trial `trial` of `scenario` with `seed`, from the cache or
     /// instantiated (and cached).
-    pub fn shared_script(
-        &self,
-        scenario: &str,
-        seed: u64,
-        trial: u32,
-    ) -> Option<Arc<FakeScript>> {
-        let id = (scenario.to_string(), seed, trial);
+    pub fn shared_script(&self, scenario: &str, seed: u64, trial: u32) -> Option<Arc<FakeScript>> {
+        // The trial index matters only to a scenario whose `vary:` changes later trials.
+        let varies = self.scenarios.get(scenario)?.vary.varies();
+        let id = (scenario.to_string(), seed, if varies { trial } else { 0 });
         {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             cache.tick += 1;
