@@ -48,7 +48,8 @@ fn smollm2_runs_the_live_smoke_scenario_in_every_mode() {
         .output()
         .unwrap();
     // A 135M model fails recall gates; what must hold is that the run itself worked.
-    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    // Pass, fail, or too small a run to decide (exit 3): the run itself must work.
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{}", text(&o));
     let run = dir.path().join("live");
     let trials = std::fs::read_to_string(run.join("trials.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> = trials

@@ -51,6 +51,8 @@ fn the_llm_cli_is_graded_black_box_on_the_suite() {
             "instruction-change",
             "--scenario",
             "tool-pressure",
+            "--trials",
+            "1",
             "--out",
             "run",
             "--progress",
@@ -58,7 +60,8 @@ fn the_llm_cli_is_graded_black_box_on_the_suite() {
         ],
     );
     // `llm` has no context management: the compact gates fail (exit 1), but the run works.
-    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    // (A two-scenario run may also be too small to decide: exit 3.)
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{}", text(&o));
     let trials = std::fs::read_to_string(dir.path().join("run/trials.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> = trials
         .lines()

@@ -114,7 +114,16 @@ pub fn recall_rows(scenario: &Scenario, record: &TrialRecord) -> Vec<RecallRow> 
                         let text = f.answer(v).unwrap_or_default().to_string();
                         (Some(text), f.id == fact.id && Some(v) == wanted)
                     }
-                    None => (Some(a.to_string()), check(&expected, a)),
+                    // Free text (a real model): the check, and none of the excluded texts
+                    // (a superseded value) when the newest version is wanted.
+                    None => {
+                        let excluded = is_final
+                            && fact
+                                .excludes
+                                .iter()
+                                .any(|x| a.to_lowercase().contains(&x.to_lowercase()));
+                        (Some(a.to_string()), check(&expected, a) && !excluded)
+                    }
                 },
             };
             out.push(RecallRow {
@@ -131,7 +140,7 @@ pub fn recall_rows(scenario: &Scenario, record: &TrialRecord) -> Vec<RecallRow> 
 }
 
 /// Index of the newest statement of `fact` placed anywhere in the script before `step`
-/// (instructions, user text, tool results, replies, instruction edits).
+/// (instructions, user text, tool calls' arguments and results, replies, instruction edits).
 fn newest_placed(
     scenario: &Scenario,
     record: &TrialRecord,
@@ -140,6 +149,7 @@ fn newest_placed(
 ) -> Option<usize> {
     use ctxbench_harness::scenario::Step;
     let mut texts: Vec<&str> = vec![scenario.instructions.as_str()];
+    let mut args: Vec<String> = Vec::new();
     for s in record.steps.iter().take(step as usize) {
         match s {
             Step::Turn(t) => {
@@ -149,18 +159,30 @@ fn newest_placed(
                 }
                 for c in t.tool_rounds.iter().flatten() {
                     texts.push(&c.result);
+                    strings_of(&c.arguments, &mut args);
                 }
             }
             Step::EditInstructions { text } => texts.push(text),
             _ => {}
         }
     }
+    texts.extend(args.iter().map(String::as_str));
     fact.statements
         .iter()
         .enumerate()
         .rev()
         .find(|(_, st)| texts.iter().any(|t| t.contains(st.as_str())))
         .map(|(k, _)| k)
+}
+
+/// Every string leaf of a JSON value.
+fn strings_of(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| strings_of(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| strings_of(x, out)),
+        _ => {}
+    }
 }
 
 /// Parse `1. answer` lines; answer `k` is `None` when its line is missing.

@@ -13,7 +13,7 @@
 //!
 //! Everything else is, by role: **instructions** (system), the **current user message** (the
 //! latest `user` message), and the **conversation** (every other user, assistant and tool
-//! message).
+//! message, including the text arguments of assistant tool calls).
 
 use crate::types::Markup;
 use crate::{ModelRequest, Role};
@@ -215,9 +215,34 @@ pub fn segments<'a>(request: &'a ModelRequest, rule: &MemoryRule) -> Vec<Segment
                 });
             }
         }
+        // The text arguments of the message's tool calls (a command, a path) are
+        // conversation too, after the message's content.
+        let mut leaves = Vec::new();
+        for call in &m.tool_calls {
+            string_leaves(&call.arguments, &mut leaves);
+        }
+        for (k, text) in leaves.into_iter().enumerate() {
+            out.push(Segment {
+                message: idx,
+                role: m.role,
+                place: Place::Conversation,
+                offset: m.content.len() + 1 + k,
+                text,
+            });
+        }
     }
     out.sort_by_key(|s| (s.message, s.offset));
     out
+}
+
+/// Every string leaf of a JSON value, in order.
+fn string_leaves<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| string_leaves(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| string_leaves(x, out)),
+        _ => {}
+    }
 }
 
 /// The pieces of `request` grouped in the fake's precedence order: instructions (newest

@@ -10,10 +10,13 @@
 //!   (`svc-3: 8003` is svc-3's port, not svc-4's);
 //! * without one, where its statement occurs, case, spacing and final punctuation aside.
 //!
-//! It looks place by place ([`places`]): instructions (newest system message first), the
-//! current user message, the conversation (newest message first), memory (newest first).
-//! The first place holding any version answers; inside it the occurrence that ends last
-//! wins (at an equal end, the longer match). Nothing anywhere: `unknown`.
+//! It looks everywhere ([`places`]: instructions, the current user message, the
+//! conversation, memory) and answers the **newest version** present: a knowledge update
+//! supersedes what it updates wherever either sits — an instruction file's value changed
+//! later in conversation is the changed value, and a stale copy in memory never outranks a
+//! newer statement. Nothing anywhere: `unknown`. (Versions are the scenario's knowledge
+//! updates, newest last; repeated requests whose answers should all stay retrievable are
+//! separate facts, not versions.)
 //!
 //! **The answer names a version, never its text.** A probe reply line is
 //! `N. [recall:TOKEN]` — TOKEN a digest of the fact id, version number and statement, which
@@ -119,15 +122,12 @@ fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
 
 /// What the model finds for `fact` in `request` (see the module docs).
 pub fn recall(request: &ModelRequest, fact: &FakeFact, rule: &MemoryRule) -> Recalled {
-    for (_, group) in places(request, rule) {
-        let best = hits(fact, &group)
-            .into_iter()
-            .max_by_key(|&(key, len, _)| (key, len));
-        if let Some((_, _, v)) = best {
-            return Recalled::Version(v);
-        }
-    }
-    Recalled::Unknown
+    places(request, rule)
+        .iter()
+        .flat_map(|(_, group)| hits(fact, group))
+        .map(|(_, _, v)| v)
+        .max()
+        .map_or(Recalled::Unknown, Recalled::Version)
 }
 
 /// Answer the facts `ids` (in order) from `request` alone: one reply line text per id.
@@ -225,40 +225,51 @@ mod tests {
     }
 
     #[test]
-    fn precedence_instructions_current_user_conversation_memory() {
+    fn the_newest_version_anywhere_answers() {
         let f = fact("w", &[V0, V1]);
-        // Instructions beat everything.
+        // An instruction's value updated later in conversation: the update.
         let r = req(vec![
             Message::system(format!("Policy: {V0}")),
             Message::assistant(V1),
-            Message::user(format!("Remember: {V1} What is the window?")),
+            Message::user("What is the window?"),
         ]);
-        assert_eq!(found(&r, &f), Recalled::Version(0));
-        // The current user message beats the conversation.
+        assert_eq!(found(&r, &f), Recalled::Version(1));
+        // A stale statement repeated later does not undo the update.
         let r = req(vec![
             Message::user(V1),
-            Message::assistant(V1),
-            Message::user(format!("Actually, {V0} Right?")),
+            Message::user(format!("As I said, {V0} Right?")),
         ]);
-        assert_eq!(found(&r, &f), Recalled::Version(0));
-        // Memory has the lowest precedence, even inside a system message.
+        assert_eq!(found(&r, &f), Recalled::Version(1));
+        // Memory answers like any other place: the update kept there counts …
         let r = req(vec![
             Message::system(format!("Rules.{}", memory(V1))),
             Message::user(V0),
             Message::user("Which day?"),
         ]);
-        assert_eq!(found(&r, &f), Recalled::Version(0));
-        // Memory answers when nothing else has the fact; newest memory first.
+        assert_eq!(found(&r, &f), Recalled::Version(1));
+        // … and memory alone answers too.
         let r = req(vec![
-            Message::system(memory(V1)),
-            Message::assistant(memory(V0)),
+            Message::system(memory(V0)),
             Message::user("Which day?"),
         ]);
         assert_eq!(found(&r, &f), Recalled::Version(0));
     }
 
     #[test]
-    fn newest_message_and_last_occurrence_win() {
+    fn tool_call_arguments_are_conversation() {
+        let f = fact("cmd", &["cargo nextest run -p billing"]);
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![crate::ToolCall {
+            id: "c1".into(),
+            name: "run".into(),
+            arguments: serde_json::json!({"command": "cargo nextest run -p billing"}),
+        }];
+        let r = req(vec![call, Message::user("Which command ran last?")]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
+    }
+
+    #[test]
+    fn the_newest_version_wins_within_a_message() {
         let f = fact("w", &[V0, V1]);
         let r = req(vec![
             Message::user(V0),
@@ -271,7 +282,7 @@ mod tests {
             Message::user(format!("First {V1} then later {V0}")),
             Message::user("q"),
         ]);
-        assert_eq!(found(&r, &f), Recalled::Version(0));
+        assert_eq!(found(&r, &f), Recalled::Version(1));
     }
 
     #[test]

@@ -1150,7 +1150,8 @@ mod tests {
             block_on(p.complete(&quiz)).unwrap().message.content,
             format!("1. {}\n2. {UNKNOWN_ANSWER}", bo())
         );
-        // As memory, it has the lowest precedence.
+        // Read back from memory it counts like any place: the update it holds (Bo) is not
+        // undone by the older statement repeated in conversation.
         let quiz2 = request(
             vec![
                 Message::system(memory),
@@ -1163,7 +1164,7 @@ mod tests {
             .unwrap()
             .message
             .content
-            .starts_with(&format!("1. {}", ana())));
+            .starts_with(&format!("1. {}", bo())));
     }
 
     #[test]

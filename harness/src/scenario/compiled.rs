@@ -85,6 +85,9 @@ pub struct Fact {
     pub question: String,
     /// What a correct answer looks like.
     pub expect: AnswerCheck,
+    /// Texts a correct free-text answer must not contain (e.g. a superseded value).
+    #[serde(default)]
+    pub excludes: Vec<String>,
 }
 
 /// What kind of fact a probe asks about (reported apart; the default recall gate counts

@@ -201,6 +201,17 @@ impl<'a> Reporter<'a> {
         Some((line, column))
     }
 
+    /// The plain scalar starting at `at` (up to a flow delimiter, blank or comment), if any.
+    fn scalar_at(&self, at: Location) -> Option<String> {
+        let start = usize::try_from(at.span().byte_offset()?).ok()?;
+        let rest = self.text.get(start..)?;
+        let end = rest
+            .find(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | '#'))
+            .unwrap_or(rest.len());
+        // `end` is a char boundary (found by `find`); very long scalars are not numbers.
+        (end > 0 && end <= 4096).then(|| rest[..end].to_string())
+    }
+
     /// A diagnostic at `at`, not recorded.
     pub(crate) fn make(
         &self,
@@ -250,6 +261,12 @@ impl<'a> Reporter<'a> {
         let (message, expected) = split_expected(&raw);
         let (message, expected) = improve_yaml_message(message, expected);
         let at = err.location();
+        // An integer the parser could not hold: say "out of range", not "not a number".
+        let scalar = at.and_then(|l| self.scalar_at(l));
+        let (message, expected) = match scalar.as_deref().and_then(out_of_range) {
+            Some(better) if message.starts_with("expected a whole number") => better,
+            _ => (message, expected),
+        };
         let d = self.make(at, message, expected);
         self.found.push(d);
     }
@@ -326,12 +343,32 @@ fn improve_yaml_message(message: String, expected: Option<String>) -> (String, O
     (message, expected)
 }
 
-/// Replaces control characters (except tab) so a hostile file cannot inject terminal
-/// escape sequences into the error output.
+/// A scalar that is a whole number too large for any integer field: its own message, with
+/// the limit, instead of "expected a whole number".
+fn out_of_range(scalar: &str) -> Option<(String, Option<String>)> {
+    let digits = scalar.trim().trim_start_matches(['+', '-']);
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        return None;
+    }
+    if scalar.trim().parse::<i64>().is_ok() {
+        return None;
+    }
+    Some((
+        format!("number out of range: {}", sanitize(scalar.trim())),
+        Some(format!(
+            "a whole number between {} and {} (and within the field's own limit)",
+            i64::MIN,
+            i64::MAX
+        )),
+    ))
+}
+
+/// Replaces control characters (tabs too: a message shows what the file holds, visibly) so
+/// a hostile file cannot inject terminal escape sequences into the error output.
 pub(crate) fn sanitize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() && c != '\t' {
+        if c.is_control() {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -368,7 +405,7 @@ fn cut_line(line: &str, column: Option<usize>) -> (String, Option<usize>) {
         if i + start == col0 {
             new_col = column.map(|_| out.chars().count() + 1);
         }
-        if c.is_control() && *c != '\t' {
+        if c.is_control() {
             out.extend(c.escape_default());
         } else {
             out.push(*c);

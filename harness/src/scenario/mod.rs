@@ -55,6 +55,20 @@ pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 /// Most script steps after expanding every `repeat` block.
 pub const MAX_EXPANDED_STEPS: u64 = 100_000;
 
+/// Longest id (scenario, fact, tag, hostile span, verification): ids are repeated in every
+/// stored row, so a long one multiplies the size of the run.
+pub const MAX_ID_CHARS: usize = 64;
+
+/// Longest fact text (statement, update, value, about, question), in characters.
+pub const MAX_FACT_TEXT_CHARS: usize = 2_000;
+
+/// Longest title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// Most literal text (templates with their placeholders filled, excluding filler) one trial's
+/// script may expand to, in bytes: repeats multiply it.
+pub const MAX_TOTAL_TEXT_BYTES: u64 = 32 * 1024 * 1024;
+
 /// Most trials a scenario's `vary: {instances: N}` may ask for.
 pub const MAX_VARY_INSTANCES: i64 = 64;
 

@@ -135,6 +135,8 @@ pub(crate) struct RawFact {
     pub(crate) updates: Vec<Spanned<RawUpdate>>,
     pub(crate) question: Spanned<String>,
     pub(crate) expect: Spanned<RawAnswer>,
+    #[serde(default)]
+    pub(crate) excludes: Vec<Spanned<String>>,
 }
 
 /// One `updates:` entry: the superseding sentence, or `{states, value}`.

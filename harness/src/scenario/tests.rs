@@ -2048,3 +2048,93 @@ fn trial_zero_plays_the_script_as_written_and_later_trials_vary_it() {
         plain.instantiate(5, &words).steps
     );
 }
+
+// ---------------------------------------------------------------- hostile sizes and text
+
+#[test]
+fn long_ids_are_rejected_without_echoing_them_whole() {
+    let long = "a".repeat(2_000_000);
+    let text = format!(
+        "id: {long}\nmodel: {{context_window: 16384, max_output: 1024}}\nscript:\n  - user: hi\n"
+    );
+    let d = one_error(&text, "invalid scenario id");
+    assert!(d.message.chars().count() < 200, "{}", d.message.len());
+    assert!(d.expected.unwrap().contains("at most 64 characters"));
+    let fact = format!(
+        "  - id: {}\n    states: Use PostgreSQL.\n    question: Which database?\n    expect: {{contains: PostgreSQL}}",
+        "f".repeat(65)
+    );
+    one_error(&yaml(&fact, "  - user: hi", ""), "invalid fact id");
+    one_error(
+        &yaml(
+            DB_FACT,
+            "  - user: \"{fact:db}\"",
+            &format!("tags: [{}]", "t".repeat(65)),
+        ),
+        "invalid tag",
+    );
+}
+
+#[test]
+fn fact_texts_are_one_bounded_line() {
+    let multi = "  - id: db\n    states: \"Use PostgreSQL.\\nNever SQLite.\"\n    question: Which database?\n    expect: {contains: PostgreSQL}";
+    let d = one_error(
+        &yaml(multi, "  - user: \"{fact:db}\"", ""),
+        "`states` spans several lines",
+    );
+    assert!(d.line.is_some());
+    let long = format!(
+        "  - id: db\n    states: Use PostgreSQL.\n    question: \"{}\"\n    expect: {{contains: PostgreSQL}}",
+        "why ".repeat(600)
+    );
+    one_error(
+        &yaml(&long, "  - user: \"{fact:db}\"", ""),
+        "`question` is 2400 characters long",
+    );
+    let title = format!("title: \"{}\"", "t".repeat(201));
+    one_error(
+        &yaml(DB_FACT, "  - user: \"{fact:db}\"", &title),
+        "the title is 201 characters",
+    );
+}
+
+#[test]
+fn excludes_are_checked_against_the_newest_answer() {
+    let ok = "  - id: region\n    states: Deploy to us-east-2.\n    updates: [\"Deploy to eu-central-1 from now on.\"]\n    question: Which region?\n    expect: {contains: eu-central-1}\n    excludes: [us-east-2]";
+    let script = "  - user: \"{fact:region}\"\n  - user: \"{fact:region@1}\"";
+    let s = load(&yaml(ok, script, "")).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(s.facts[0].excludes, vec!["us-east-2".to_string()]);
+    let bad = ok.replace("[us-east-2]", "[eu-central]");
+    one_error(&yaml(&bad, script, ""), "is part of the newest answer");
+    let empty = ok.replace("[us-east-2]", "[\" \"]");
+    one_error(&yaml(&empty, script, ""), "an `excludes` entry is empty");
+}
+
+#[test]
+fn huge_numbers_say_out_of_range() {
+    let text = "id: t\nmodel: {context_window: 99999999999999999999999, max_output: 1024}\nscript:\n  - user: hi\n";
+    let d = one_error(text, "number out of range: 99999999999999999999999");
+    assert_eq!((d.line, d.column), (Some(2), Some(25)));
+    let rep = "  - repeat: 99999999999999999999999\n    steps:\n      - user: hi";
+    one_error(&yaml(DB_FACT, rep, ""), "number out of range");
+}
+
+#[test]
+fn diagnostics_never_echo_raw_control_characters() {
+    let text = "id: t\nmodel: {context_window: 16384, max_output: 1024}\ntags: [\"a\\tb\\u001b[31m\"]\nscript:\n  - user: hi\n";
+    let e = errors(text);
+    let rendered = Diagnostics(e).to_string();
+    assert!(rendered.contains("invalid tag"), "{rendered}");
+    assert!(
+        !rendered.chars().any(|c| c.is_control() && c != '\n'),
+        "{rendered:?}"
+    );
+    assert!(rendered.contains("\\t"), "{rendered}");
+}
+
+#[test]
+fn literal_text_multiplied_by_repeats_is_bounded() {
+    let big = "x".repeat(1_000_000);
+    let script = format!("  - repeat: 50\n    steps:\n      - user: \"{big}\"");
+    one_error(&yaml(DB_FACT, &script, ""), "the script's texts expand to");
+}

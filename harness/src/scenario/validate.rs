@@ -29,9 +29,10 @@ use super::raw::{
 };
 use super::template::{self, Piece, Template};
 use super::{
-    KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FILLER_TOKENS,
-    MAX_GENERATED_TOOLS, MAX_SCHEMA_TOKENS, MAX_TOTAL_FILLER_TOKENS, MAX_VARY_INSTANCES,
-    MAX_VARY_SPREAD, SUPPORTED_VERSION,
+    KNOWN_GRADERS, MAX_CATALOGUE_TOKENS, MAX_EXPANDED_STEPS, MAX_FACT_TEXT_CHARS,
+    MAX_FILLER_TOKENS, MAX_GENERATED_TOOLS, MAX_ID_CHARS, MAX_SCHEMA_TOKENS, MAX_TITLE_CHARS,
+    MAX_TOTAL_FILLER_TOKENS, MAX_TOTAL_TEXT_BYTES, MAX_VARY_INSTANCES, MAX_VARY_SPREAD,
+    SUPPORTED_VERSION,
 };
 use ctxbench_sut::Mode;
 
@@ -52,10 +53,24 @@ fn at<T>(s: &Spanned<T>) -> Option<Location> {
 /// `[a-z0-9][a-z0-9-]*`: ids and tags appear in file names, CSV columns and URLs.
 fn is_slug(s: &str, extra: &[char]) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(f) if f.is_ascii_lowercase() || f.is_ascii_digit())
+    s.len() <= MAX_ID_CHARS
+        && matches!(c.next(), Some(f) if f.is_ascii_lowercase() || f.is_ascii_digit())
         && c.all(|ch| {
             ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-' || extra.contains(&ch)
         })
+}
+
+/// `s` for a message: at most 60 characters, cut with `…` (a hostile file's 2-million
+/// character id must not become a 2-million character error).
+fn shown(s: &str) -> String {
+    const MAX: usize = 60;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
 }
 
 /// Tool names as providers accept them (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`).
@@ -198,8 +213,8 @@ impl Check<'_, '_> {
         if !is_slug(&id, &[]) {
             self.err(
                 at(&raw.id),
-                format!("invalid scenario id `{id}`"),
-                Some("lowercase letters, digits and `-`, starting with a letter or digit, e.g. `long-recall`".to_string()),
+                format!("invalid scenario id `{}`", shown(&id)),
+                Some(format!("lowercase letters, digits and `-`, starting with a letter or digit, at most {MAX_ID_CHARS} characters, e.g. `long-recall`")),
             );
         }
         let title = raw
@@ -207,6 +222,16 @@ impl Check<'_, '_> {
             .as_ref()
             .map(|t| t.value.clone())
             .unwrap_or_else(|| id.clone());
+        if let Some(t) = raw.title.as_ref() {
+            let n = t.value.chars().count();
+            if n > MAX_TITLE_CHARS || t.value.contains(['\n', '\r']) {
+                self.err(
+                    at(t),
+                    format!("the title is {n} characters long or spans lines"),
+                    Some(format!("one line of at most {MAX_TITLE_CHARS} characters")),
+                );
+            }
+        }
         let description = raw
             .description
             .as_ref()
@@ -280,6 +305,48 @@ impl Check<'_, '_> {
             scenario,
             id_at: at(&raw.id),
         })
+    }
+
+    /// Bytes of literal text `s` expands to (placeholders filled, filler aside; saturating).
+    fn literal_bytes(&self, s: &ScriptStep) -> u64 {
+        let template = |t: &Template| -> u64 {
+            t.pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Text(x) => x.len() as u64,
+                    Piece::Fact { id, version } => self
+                        .facts
+                        .get(id)
+                        .and_then(|f| f.statements.get(*version))
+                        .map_or(0, |x| x.len() as u64),
+                    Piece::Hostile { id } => {
+                        self.hostile.get(id).map_or(0, |(x, _)| x.len() as u64)
+                    }
+                    _ => 0,
+                })
+                .fold(0, u64::saturating_add)
+        };
+        let content = |c: &Content| match c {
+            Content::Text(t) => template(t),
+            Content::Filler { .. } => 0,
+        };
+        match s {
+            ScriptStep::User(t) => template(t),
+            ScriptStep::Assistant(c) => content(c),
+            ScriptStep::ToolCalls(calls) => calls
+                .iter()
+                .map(|c| content(&c.result).saturating_add(64))
+                .fold(0, u64::saturating_add),
+            ScriptStep::EditInstructions(InstructionEdit::Set(t) | InstructionEdit::Append(t)) => {
+                template(t)
+            }
+            ScriptStep::Repeat { times, steps } => steps
+                .iter()
+                .map(|s| self.literal_bytes(s))
+                .fold(0u64, u64::saturating_add)
+                .saturating_mul(*times),
+            _ => 0,
+        }
     }
 
     /// `vary:` — instances in 1..=[`MAX_VARY_INSTANCES`], spreads in
@@ -364,8 +431,8 @@ impl Check<'_, '_> {
             if !is_slug(&t.value, &[]) {
                 self.err(
                     at(t),
-                    format!("invalid tag `{}`", t.value),
-                    Some("lowercase letters, digits and `-`, e.g. `long-session`".to_string()),
+                    format!("invalid tag `{}`", shown(&t.value)),
+                    Some(format!("lowercase letters, digits and `-`, at most {MAX_ID_CHARS} characters, e.g. `long-session`")),
                 );
             } else if !seen.insert(t.value.clone()) {
                 self.err(
@@ -677,6 +744,52 @@ impl Check<'_, '_> {
         }
     }
 
+    /// Every text of a fact is one line of at most [`MAX_FACT_TEXT_CHARS`] characters: a
+    /// probe is answered one numbered line per fact, so a statement spanning lines would be
+    /// read as several answers.
+    fn fact_texts(&mut self, f: &RawFact) -> bool {
+        let mut texts: Vec<(&str, Option<Location>, &str)> =
+            vec![("question", at(&f.question), f.question.value.as_str())];
+        if let Some(s) = &f.states {
+            texts.push(("states", at(s), s.value.as_str()));
+        }
+        if let Some(v) = &f.value {
+            texts.push(("value", at(v), v.value.as_str()));
+        }
+        if let Some(a) = &f.about {
+            texts.push(("about", at(a), a.value.as_str()));
+        }
+        for u in &f.updates {
+            texts.push(("update", at(u), u.value.states.as_str()));
+            if let Some(v) = &u.value.value {
+                texts.push(("update value", at(u), v.as_str()));
+            }
+        }
+        for x in &f.excludes {
+            texts.push(("excludes", at(x), x.value.as_str()));
+        }
+        let mut ok = true;
+        for (field, loc, text) in texts {
+            let n = text.chars().count();
+            if n > MAX_FACT_TEXT_CHARS {
+                ok = false;
+                self.err(
+                    loc,
+                    format!("`{field}` is {n} characters long"),
+                    Some(format!("at most {MAX_FACT_TEXT_CHARS} characters")),
+                );
+            } else if text.trim_end().contains(['\n', '\r']) {
+                ok = false;
+                self.err(
+                    loc,
+                    format!("`{field}` spans several lines"),
+                    Some("one line: probe answers are read one line per fact (a folded `>` block joins lines)".to_string()),
+                );
+            }
+        }
+        ok
+    }
+
     fn facts(&mut self, raw: &[Spanned<RawFact>]) -> Vec<Fact> {
         let mut out = Vec::new();
         for f in raw {
@@ -695,8 +808,8 @@ impl Check<'_, '_> {
             ok = false;
             self.err(
                 at(&f.id),
-                format!("invalid fact id `{id}`"),
-                Some("lowercase letters, digits, `-` and `_`, e.g. `deploy-region`".to_string()),
+                format!("invalid fact id `{}`", shown(&id)),
+                Some(format!("lowercase letters, digits, `-` and `_`, at most {MAX_ID_CHARS} characters, e.g. `deploy-region`")),
             );
         }
         if let Some(prev) = self.facts.get(&id) {
@@ -719,6 +832,7 @@ impl Check<'_, '_> {
                 Some("the question a probe asks".to_string()),
             );
         }
+        ok &= self.fact_texts(f);
         let abstain = matches!(f.expect.value, RawAnswer::Abstain(true));
         let check = match &f.expect.value {
             RawAnswer::Exact(s) | RawAnswer::Contains(s) | RawAnswer::Regex(s)
@@ -935,6 +1049,34 @@ impl Check<'_, '_> {
             };
             self.answer_matches(&f.expect, &check, answers, !values.is_empty());
         }
+        // `excludes`: texts a right answer must not contain (e.g. a superseded value) — never
+        // one the newest answer itself contains.
+        let newest = if values.is_empty() {
+            statements.last()
+        } else {
+            values.last()
+        };
+        let mut excludes = Vec::new();
+        for x in &f.excludes {
+            let t = x.value.trim();
+            if t.is_empty() {
+                ok = false;
+                self.err(
+                    at(x),
+                    "an `excludes` entry is empty",
+                    Some("a text a right answer must not contain".to_string()),
+                );
+            } else if newest.is_some_and(|n| n.to_lowercase().contains(&t.to_lowercase())) {
+                ok = false;
+                self.err(
+                    at(x),
+                    format!("`excludes` entry \"{}\" is part of the newest answer: the right answer would fail", shown(t)),
+                    Some("a text only a wrong answer contains, e.g. a superseded value".to_string()),
+                );
+            } else {
+                excludes.push(t.to_string());
+            }
+        }
         let kind = if abstain {
             FactKind::Abstention
         } else {
@@ -960,6 +1102,7 @@ impl Check<'_, '_> {
             kind,
             question: f.question.value.clone(),
             expect: check,
+            excludes,
         })
     }
 
@@ -1179,11 +1322,10 @@ impl Check<'_, '_> {
             if !is_slug(&id, &['_']) {
                 self.err(
                     at(&h.id),
-                    format!("invalid hostile span id `{id}`"),
-                    Some(
-                        "lowercase letters, digits, `-` and `_`, e.g. `readme-override`"
-                            .to_string(),
-                    ),
+                    format!("invalid hostile span id `{}`", shown(&id)),
+                    Some(format!(
+                        "lowercase letters, digits, `-` and `_`, at most {MAX_ID_CHARS} characters, e.g. `readme-override`"
+                    )),
                 );
                 continue;
             }
@@ -1227,8 +1369,8 @@ impl Check<'_, '_> {
             if !is_slug(&id, &['_']) || out.iter().any(|o| o.id == id) {
                 self.err(
                     at(&v.id),
-                    format!("invalid or duplicate verification id `{id}`"),
-                    Some("a unique id of lowercase letters, digits, `-` and `_`".to_string()),
+                    format!("invalid or duplicate verification id `{}`", shown(&id)),
+                    Some(format!("a unique id of lowercase letters, digits, `-` and `_`, at most {MAX_ID_CHARS} characters")),
                 );
                 continue;
             }
@@ -1538,6 +1680,19 @@ impl Check<'_, '_> {
                 format!("the script expands to {total} steps"),
                 Some(format!(
                     "at most {MAX_EXPANDED_STEPS} steps after expanding `repeat` blocks"
+                )),
+            );
+        }
+        let text: u64 = steps
+            .iter()
+            .map(|s| self.literal_bytes(s))
+            .fold(0, u64::saturating_add);
+        if text > MAX_TOTAL_TEXT_BYTES {
+            self.err(
+                at(raw),
+                format!("the script's texts expand to {text} bytes per trial (repeats multiply them)"),
+                Some(format!(
+                    "at most {MAX_TOTAL_TEXT_BYTES} bytes of text per trial besides filler: fewer repeats or shorter texts"
                 )),
             );
         }
