@@ -86,10 +86,17 @@ fn the_llm_cli_is_graded_black_box_on_the_suite() {
             .and_then(|v| v["summary"].as_str())
             .unwrap_or_default();
         assert!(summary.starts_with("not-applicable"), "{r}");
-        assert!(
-            matches!(status("budget").as_deref(), Some("pass" | "fail")),
-            "{r}"
-        );
+        // `budget` judges requests; only in `warn` does it need the runtime's warnings,
+        // which a black box does not report.
+        let budget = status("budget");
+        if r["mode"] == "warn" {
+            assert!(
+                matches!(budget.as_deref(), Some("pass" | "fail" | "skip")),
+                "{r}"
+            );
+        } else {
+            assert!(matches!(budget.as_deref(), Some("pass" | "fail")), "{r}");
+        }
     }
     // Every request the runtime streamed was recorded with the fake's usage.
     let requests = std::fs::read_to_string(dir.path().join("run/requests.jsonl")).unwrap();
