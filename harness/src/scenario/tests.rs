@@ -2138,3 +2138,19 @@ fn literal_text_multiplied_by_repeats_is_bounded() {
     let script = format!("  - repeat: 50\n    steps:\n      - user: \"{big}\"");
     one_error(&yaml(DB_FACT, &script, ""), "the script's texts expand to");
 }
+
+#[test]
+fn growing_instructions_and_big_arguments_are_bounded() {
+    // Each append keeps a whole copy of the growing instruction file: quadratic.
+    let append = format!(
+        "  - user: \"{{fact:db}}\"\n  - repeat: 20000\n    steps:\n      - edit_instructions: {{append: \"{}\"}}\n      - user: x",
+        "rule ".repeat(40)
+    );
+    one_error(&yaml(DB_FACT, &append, ""), "the script's texts expand to");
+    // Tool-call arguments count too.
+    let args = format!(
+        "  - user: \"{{fact:db}}\"\n  - repeat: 50\n    steps:\n      - user: x\n      - tool_calls:\n          - call: {{name: read_file, args: {{path: \"{}\"}}}}\n            result: ok",
+        "p".repeat(1_000_000)
+    );
+    one_error(&yaml(DB_FACT, &args, ""), "the script's texts expand to");
+}

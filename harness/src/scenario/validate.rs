@@ -158,6 +158,8 @@ struct Check<'r, 'a> {
     tools: BTreeSet<String>,
     /// Tokens of generated tool definitions so far (bounded by `MAX_CATALOGUE_TOKENS`).
     catalogue_tokens: u64,
+    /// Bytes of the initial instruction text (instruction edits copy it).
+    instructions_len: usize,
 }
 
 /// A validated scenario plus what suite-level checks need.
@@ -185,6 +187,7 @@ pub(crate) fn compile<'a>(
         literal_text: String::new(),
         tools: BTreeSet::new(),
         catalogue_tokens: 0,
+        instructions_len: 0,
     };
     c.run(text, raw)
 }
@@ -258,6 +261,7 @@ impl Check<'_, '_> {
             Some(i) => self.instructions(i),
             None => String::new(),
         };
+        self.instructions_len = instructions.len();
         let tools = self.tools(&raw.tools);
         let secrets = self.secrets(&raw.secrets);
         let script = self.script(&raw.script);
@@ -307,6 +311,28 @@ impl Check<'_, '_> {
         })
     }
 
+    /// Instruction edits of `s` after expansion: (count, bytes appended, largest `set`).
+    fn instruction_growth(&self, s: &ScriptStep) -> (u64, u64, u64) {
+        match s {
+            ScriptStep::EditInstructions(InstructionEdit::Append(t)) => {
+                (1, self.literal_bytes(s).max(t.pieces.len() as u64), 0)
+            }
+            ScriptStep::EditInstructions(InstructionEdit::Set(_)) => (1, 0, self.literal_bytes(s)),
+            ScriptStep::Repeat { times, steps } => {
+                let (e, a, m) = steps.iter().fold((0u64, 0u64, 0u64), |acc, s| {
+                    let (e, a, m) = self.instruction_growth(s);
+                    (
+                        acc.0.saturating_add(e),
+                        acc.1.saturating_add(a),
+                        acc.2.max(m),
+                    )
+                });
+                (e.saturating_mul(*times), a.saturating_mul(*times), m)
+            }
+            _ => (0, 0, 0),
+        }
+    }
+
     /// Bytes of literal text `s` expands to (placeholders filled, filler aside; saturating).
     fn literal_bytes(&self, s: &ScriptStep) -> u64 {
         let template = |t: &Template| -> u64 {
@@ -330,12 +356,30 @@ impl Check<'_, '_> {
             Content::Text(t) => template(t),
             Content::Filler { .. } => 0,
         };
+        fn args_bytes(v: &ArgValue, template: &dyn Fn(&Template) -> u64) -> u64 {
+            match v {
+                ArgValue::Plain(p) => p.to_string().len() as u64,
+                ArgValue::Text(t) => template(t),
+                ArgValue::Array(a) => a
+                    .iter()
+                    .map(|x| args_bytes(x, template))
+                    .fold(0, u64::saturating_add),
+                ArgValue::Object(o) => o
+                    .iter()
+                    .map(|(k, x)| (k.len() as u64).saturating_add(args_bytes(x, template)))
+                    .fold(0, u64::saturating_add),
+            }
+        }
         match s {
             ScriptStep::User(t) => template(t),
             ScriptStep::Assistant(c) => content(c),
             ScriptStep::ToolCalls(calls) => calls
                 .iter()
-                .map(|c| content(&c.result).saturating_add(64))
+                .map(|c| {
+                    content(&c.result)
+                        .saturating_add(args_bytes(&c.args, &template))
+                        .saturating_add(64)
+                })
                 .fold(0, u64::saturating_add),
             ScriptStep::EditInstructions(InstructionEdit::Set(t) | InstructionEdit::Append(t)) => {
                 template(t)
@@ -1687,6 +1731,19 @@ impl Check<'_, '_> {
             .iter()
             .map(|s| self.literal_bytes(s))
             .fold(0, u64::saturating_add);
+        // Every instruction edit keeps a whole copy of the (growing) instruction text.
+        let (edits, appended, set_max) = steps.iter().fold((0u64, 0u64, 0u64), |acc, s| {
+            let (e, a, m) = self.instruction_growth(s);
+            (
+                acc.0.saturating_add(e),
+                acc.1.saturating_add(a),
+                acc.2.max(m),
+            )
+        });
+        let largest = (self.instructions_len as u64)
+            .saturating_add(appended)
+            .saturating_add(set_max);
+        let text = text.saturating_add(edits.saturating_mul(largest));
         if text > MAX_TOTAL_TEXT_BYTES {
             self.err(
                 at(raw),
