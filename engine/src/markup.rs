@@ -25,5 +25,7 @@ pub fn declaration() -> Declaration {
             close: MEMORY_CLOSE.to_string(),
         }),
         summary_request: Some(SUMMARY_REQUEST_MARKER.to_string()),
+        // The engine reports every family, so every grader judges it in every trial.
+        events: Some(ctxbench_sut::EventFamily::ALL.to_vec()),
     }
 }

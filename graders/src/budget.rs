@@ -27,7 +27,8 @@ impl Grader for Budget {
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let mode = ctx.record.mode;
         let available = declared_available(ctx.scenario);
-        let black_box = crate::common::black_box(ctx.record);
+        // Warnings are seen only from a system that reports the `warning` family.
+        let black_box = !crate::common::reports(ctx.record, ctxbench_sut::EventFamily::Warning);
         let mut failures = Vec::new();
         let (mut sent, mut over, mut unverifiable) = (0, 0, 0);
         for r in crate::common::turn_requests(ctx.record) {
@@ -70,8 +71,9 @@ impl Grader for Budget {
                 grader: self.name().into(),
                 status: VerdictStatus::Skip,
                 summary: format!(
-                    "not-applicable: the system under test reports no events, so no warning \
-                     before its {unverifiable} over-budget request(s) in warn mode can be seen"
+                    "not-applicable: the system under test does not report `warning` events, so \
+                     no warning before its {unverifiable} over-budget request(s) in warn mode \
+                     can be seen"
                 ),
                 evidence: Vec::new(),
             };

@@ -36,8 +36,9 @@ impl Grader for CheckpointReuseValid {
     }
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
-        if crate::common::black_box(ctx.record) {
-            return crate::skip(self.name(), crate::common::NO_EVENTS);
+        let family = ctxbench_sut::EventFamily::Checkpoint;
+        if !crate::common::reports(ctx.record, family) {
+            return crate::skip(self.name(), &crate::common::no_family(family));
         }
         let rec = ctx.record;
         let mut failures = Vec::new();

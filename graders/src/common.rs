@@ -108,6 +108,23 @@ pub(crate) fn redacted_excerpt(scenario: &Scenario, text: &str, max: usize) -> S
 pub(crate) const NO_EVENTS: &str =
     "not-applicable: the system under test reported no context events";
 
+/// Whether the system under test reports event family `family` in this trial: as it
+/// declared, else as it emitted (a family it never emitted is not judged).
+pub(crate) fn reports(rec: &TrialRecord, family: ctxbench_sut::EventFamily) -> bool {
+    match &rec.declaration.events {
+        Some(declared) => declared.contains(&family),
+        None => rec.events.iter().any(|e| e.event.family() == family),
+    }
+}
+
+/// Why a grader is not applicable when the system does not report `family`.
+pub(crate) fn no_family(family: ctxbench_sut::EventFamily) -> String {
+    format!(
+        "not-applicable: the system under test does not report `{}` events",
+        family.as_str()
+    )
+}
+
 /// Whether the trial comes from a black-box system under test: turns were played (or
 /// requests sent) but the system reported no context event (an external agent whose
 /// adapter maps none).

@@ -16,6 +16,7 @@ use ctxbench_harness::external::protocol::{
 };
 use ctxbench_harness::external::{materialise_tools, tools_index_path, SutSpec};
 use ctxbench_harness::scenario::{Scenario, Step};
+use ctxbench_sut::TurnOutcome;
 
 use crate::cli::ConformanceArgs;
 use crate::exit;
@@ -186,16 +187,22 @@ async fn checks(
     out.push(Outcome {
         name: "turn",
         result: match r {
-            Ok(FromAgent::TurnComplete { outcome, .. }) if requests > 0 => Ok(format!(
-                "turn_complete ({}), {requests} model request(s) on loopback",
-                serde_json::to_value(&outcome)
-                    .ok()
-                    .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(String::from))
-                    .unwrap_or_default()
-            )),
-            Ok(FromAgent::TurnComplete { .. }) => {
-                Err("turn_complete without any request to the model endpoint".into())
+            Ok(FromAgent::TurnComplete { outcome, .. })
+                if requests > 0 && matches!(outcome, TurnOutcome::Completed { .. }) =>
+            {
+                Ok(format!(
+                    "turn_complete (completed), {requests} model request(s) on loopback"
+                ))
             }
+            Ok(FromAgent::TurnComplete { outcome, .. }) if requests > 0 => Err(format!(
+                "the turn reached the model ({requests} request(s)) but did not complete: {}",
+                describe(&outcome)
+            )),
+            Ok(FromAgent::TurnComplete { outcome, .. }) => Err(format!(
+                "turn_complete {} without any request to the model endpoint (send the model's \
+                 requests to `start.model.base_url`, with the model name `start.model.name`)",
+                describe(&outcome)
+            )),
             Ok(other) => Err(format!("unexpected reply {other:?}")),
             Err(e) => Err(e.to_string()),
         },
@@ -280,9 +287,15 @@ async fn checks(
     out.push(Outcome {
         name: "garbage tolerance",
         result: match r {
-            Ok(FromAgent::TurnComplete { .. }) => {
+            Ok(FromAgent::TurnComplete { outcome, .. })
+                if matches!(outcome, TurnOutcome::Completed { .. }) =>
+            {
                 Ok("malformed input survived; next turn completed".into())
             }
+            Ok(FromAgent::TurnComplete { outcome, .. }) => Err(format!(
+                "after malformed input the next turn did not complete: {}",
+                describe(&outcome)
+            )),
             Ok(other) => Err(format!("unexpected reply {other:?}")),
             Err(e) => Err(e.to_string()),
         },
@@ -348,5 +361,17 @@ fn ack(
             Ok(other) => Err(format!("unexpected reply {other:?}")),
             Err(e) => Err(e.to_string()),
         },
+    }
+}
+
+/// A turn outcome for a person: its status, reason and detail.
+fn describe(outcome: &TurnOutcome) -> String {
+    match outcome {
+        TurnOutcome::Completed { .. } => "(completed)".into(),
+        TurnOutcome::LimitReached { reason, detail, .. }
+        | TurnOutcome::Failed { reason, detail } => {
+            format!("({}: {reason}: {detail})", outcome.status())
+        }
+        TurnOutcome::Errored { detail } => format!("(errored: {detail})"),
     }
 }

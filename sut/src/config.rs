@@ -124,6 +124,11 @@ pub struct Declaration {
     /// summarization request by the documented default rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_request: Option<String>,
+    /// The event families the system reports ([`crate::EventFamily`]); `None`: inferred
+    /// per trial from the events it emitted. A declared family is judged even in a trial
+    /// where the system emitted none of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<crate::EventFamily>>,
 }
 
 impl Declaration {

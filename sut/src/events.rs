@@ -159,7 +159,78 @@ pub enum EngineEvent {
     },
 }
 
+/// A family of events. A system reports the families it can (it declares them in the
+/// handshake, else ctxbench infers them from what it emitted); each family enables only the
+/// graders that need it, so reporting some events never makes unrelated graders strict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventFamily {
+    /// `context.run_started`, `session.restored`: transcript sizes and hashes per run.
+    Run,
+    /// `context.budgeted`, `context.usage`, `context.provider_error`: the system's estimates.
+    Budget,
+    /// `context.warning`: warnings before over-budget requests.
+    Warning,
+    /// `context.limit_reached`.
+    Limit,
+    /// `context.compaction.*`: compaction transactions and their outcomes.
+    Compaction,
+    /// `context.checkpoint.*`: stored checkpoints rejected or reused.
+    Checkpoint,
+    /// `context.tool_output.projected`.
+    ToolOutput,
+}
+
+impl EventFamily {
+    /// Every family, in documentation order.
+    pub const ALL: [EventFamily; 7] = [
+        EventFamily::Run,
+        EventFamily::Budget,
+        EventFamily::Warning,
+        EventFamily::Limit,
+        EventFamily::Compaction,
+        EventFamily::Checkpoint,
+        EventFamily::ToolOutput,
+    ];
+
+    /// snake_case name, as in the handshake.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventFamily::Run => "run",
+            EventFamily::Budget => "budget",
+            EventFamily::Warning => "warning",
+            EventFamily::Limit => "limit",
+            EventFamily::Compaction => "compaction",
+            EventFamily::Checkpoint => "checkpoint",
+            EventFamily::ToolOutput => "tool_output",
+        }
+    }
+}
+
 impl EngineEvent {
+    /// The family this event belongs to.
+    pub fn family(&self) -> EventFamily {
+        match self {
+            EngineEvent::RunStarted { .. } | EngineEvent::SessionRestored { .. } => {
+                EventFamily::Run
+            }
+            EngineEvent::Budgeted(_)
+            | EngineEvent::Usage { .. }
+            | EngineEvent::ProviderError { .. } => EventFamily::Budget,
+            EngineEvent::Warning { .. } => EventFamily::Warning,
+            EngineEvent::LimitReached { .. } => EventFamily::Limit,
+            EngineEvent::CompactionStarted { .. }
+            | EngineEvent::CompactionCompleted(_)
+            | EngineEvent::CompactionUnchanged { .. }
+            | EngineEvent::CompactionFailed { .. }
+            | EngineEvent::CompactionPreview { .. } => EventFamily::Compaction,
+            EngineEvent::CheckpointRejected { .. } | EngineEvent::CheckpointReused { .. } => {
+                EventFamily::Checkpoint
+            }
+            EngineEvent::ToolOutputProjected { .. } => EventFamily::ToolOutput,
+        }
+    }
+
     /// The event's kind string, e.g. `context.budgeted`.
     pub fn kind(&self) -> &'static str {
         match self {

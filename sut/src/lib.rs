@@ -29,7 +29,7 @@ pub use budget::BudgetBreakdown;
 pub use config::{
     ContextConfig, Corruption, Declaration, Markup, SummaryStrategy, SutFaults, SutSetup,
 };
-pub use events::{Budgeted, CompactionCompleted, EngineEvent};
+pub use events::{Budgeted, CompactionCompleted, EngineEvent, EventFamily};
 pub use mode::Mode;
 pub use outcome::{reasons, CompactionOutcome, Trigger, TurnOutcome};
 

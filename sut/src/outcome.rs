@@ -23,7 +23,8 @@ pub enum TurnOutcome {
     LimitReached {
         /// Stable reason, e.g. `mandatory_context_exceeds_budget`.
         reason: String,
-        /// Which budget is exhausted.
+        /// Which budget is exhausted (free text; may be left out over the protocol).
+        #[serde(default)]
         detail: String,
         /// The budget breakdown at the stop, when the system reports one in this shape
         /// (a black-box runtime may not have one).
@@ -34,7 +35,8 @@ pub enum TurnOutcome {
     Failed {
         /// Stable reason, e.g. `provider_overflow`.
         reason: String,
-        /// Detail.
+        /// Detail (free text; may be left out over the protocol).
+        #[serde(default)]
         detail: String,
     },
     /// An infrastructure failure (provider unreachable, cassette miss).

@@ -144,6 +144,7 @@ impl SutFactory for LaundererFactory {
     /// prompt then reads as instructions, as it is.
     fn declaration(&self) -> Declaration {
         Declaration {
+            events: None,
             memory: Some(ctxbench_adapters::Markup {
                 open: "<memory>".into(),
                 close: "</memory>".into(),

@@ -8,6 +8,7 @@ mod archive_refs;
 mod budget;
 mod builtin;
 mod checkpoint_reuse;
+mod event_families;
 mod held_out;
 mod instruction_frozen;
 mod instructions_outrank;
