@@ -287,11 +287,10 @@ async fn checks(
     out.push(Outcome {
         name: "garbage tolerance",
         result: match r {
-            Ok(FromAgent::TurnComplete { outcome, .. })
-                if matches!(outcome, TurnOutcome::Completed { .. }) =>
-            {
-                Ok("malformed input survived; next turn completed".into())
-            }
+            Ok(FromAgent::TurnComplete {
+                outcome: TurnOutcome::Completed { .. },
+                ..
+            }) => Ok("malformed input survived; next turn completed".into()),
             Ok(FromAgent::TurnComplete { outcome, .. }) => Err(format!(
                 "after malformed input the next turn did not complete: {}",
                 describe(&outcome)
