@@ -40,6 +40,27 @@ pub enum Command {
     /// Check that an external agent speaks the `ctxbench.agent/1` protocol: handshake, a
     /// turn, restart, instruction edit, compact dry-run, garbage tolerance, shutdown.
     Conformance(ConformanceArgs),
+    /// Show a run's trials in the terminal: failed trials first; with `--trial`, each
+    /// request's budget by category, estimate against provider count, flags, compaction
+    /// outcomes and what changed, then the failing graders' evidence.
+    Inspect(InspectArgs),
+}
+
+/// `ctxbench inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Run directory (also one still being written).
+    #[arg(value_name = "RUN_DIR")]
+    pub run: PathBuf,
+    /// A trial id, e.g. `long-recall/compact/0`.
+    #[arg(long, value_name = "ID")]
+    pub trial: Option<String>,
+    /// Only this request of the trial (its 1-based `seq`), with every message excerpt.
+    #[arg(long, value_name = "N", requires = "trial")]
+    pub request: Option<u64>,
+    /// Colour: `auto` (on a terminal, unless NO_COLOR is set), `always` or `never`.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub color: String,
 }
 
 /// `ctxbench conformance`.

@@ -529,3 +529,73 @@ fn bidi_overrides_and_escape_sequences_are_shown_not_obeyed() {
         "{manifest}"
     );
 }
+
+#[test]
+fn inspect_shows_failed_trials_first_then_a_trials_requests_and_evidence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = small_suite(tmp.path());
+    let run = ctxbench(
+        tmp.path(),
+        &[
+            "run",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--out",
+            "r",
+            "--progress",
+            "none",
+        ],
+    );
+    assert!(
+        matches!(run.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&run)
+    );
+    // The list: failed trials first (off overflows before the probe), plain when piped.
+    let list = ctxbench(tmp.path(), &["inspect", "r"]);
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list));
+    let shown = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(!shown.contains('\u{1b}'), "colour when piped: {shown}");
+    let failed_at = shown.find("\nfailed\n").expect("a failed section");
+    let off_at = shown.find("small/off/0").expect("off listed");
+    assert!(off_at > failed_at, "{shown}");
+    assert!(shown.contains("recall"), "failing grader named: {shown}");
+    // One trial: budget by category, estimate vs provider, flags, the grader's evidence.
+    let one = ctxbench(tmp.path(), &["inspect", "r", "--trial", "small/off/0"]);
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+    let shown = String::from_utf8_lossy(&one.stdout).to_string();
+    for needle in [
+        "trial small/off/0",
+        "failing graders",
+        "recall —",
+        "budget ",
+        "available: instructions",
+        "→ provider",
+        "context_overflow",
+    ] {
+        assert!(shown.contains(needle), "missing {needle:?}:\n{shown}");
+    }
+    // Colour on demand; a single request in full.
+    let coloured = ctxbench(
+        tmp.path(),
+        &[
+            "inspect",
+            "r",
+            "--trial",
+            "small/off/0",
+            "--request",
+            "1",
+            "--color",
+            "always",
+        ],
+    );
+    let shown = String::from_utf8_lossy(&coloured.stdout).to_string();
+    assert!(shown.contains("\u{1b}[1m#1\u{1b}[0m"), "{shown}");
+    assert!(!shown.contains("#2 "), "{shown}");
+    // Bad input: a clear error and exit 2.
+    let missing = ctxbench(tmp.path(), &["inspect", "r", "--trial", "nope/off/0"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(text(&missing).contains("no finished trial `nope/off/0`"));
+    let not_run = ctxbench(tmp.path(), &["inspect", "suite"]);
+    assert_eq!(not_run.status.code(), Some(2), "{}", text(&not_run));
+}

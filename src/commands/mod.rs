@@ -3,6 +3,7 @@
 mod agent;
 mod conformance;
 mod gate;
+mod inspect;
 mod list;
 mod report;
 mod run;
@@ -24,5 +25,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::ServeFake(a) => serve_fake::serve_fake(a),
         Command::Agent => agent::agent(),
         Command::Conformance(a) => conformance::conformance(a),
+        Command::Inspect(a) => inspect::inspect(a),
     }
 }
