@@ -49,8 +49,9 @@ pub struct ToolCall {
 pub struct Message {
     /// Author.
     pub role: Role,
-    /// Text content (may be empty for an assistant message that only calls tools).
-    #[serde(default)]
+    /// Text content (may be empty for an assistant message that only calls tools; `null`
+    /// reads as empty, as OpenAI-shaped messages have it).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
     /// Tool calls (assistant messages only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -247,4 +248,9 @@ pub struct Markup {
     pub open: String,
     /// Closes it (an unclosed block runs to the end of its message).
     pub close: String,
+}
+
+/// A string that may be `null` (read as empty).
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(<Option<String> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
 }

@@ -1048,6 +1048,7 @@ fn assemble(
         messages.entry(h.to_hex()).or_insert_with(|| m.clone());
     }
     stats.transcript_messages = transcript.len() as u64;
+    let transcript_hash_reported = !transcript_hash.is_empty();
     stats.transcript_hash = if transcript_hash.is_empty() {
         hex::encode(digest.finalize())
     } else {
@@ -1138,6 +1139,7 @@ fn assemble(
         elapsed_ms,
         declaration: declaration.clone(),
         corruptions: Vec::new(),
+        transcript_hash_reported,
     }
 }
 

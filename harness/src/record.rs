@@ -124,6 +124,9 @@ pub struct TrialRecord {
     /// Steps whose `corrupt_checkpoint` actually damaged a stored checkpoint (a system
     /// without the test hook, or without a checkpoint yet, is left alone).
     pub corruptions: Vec<u64>,
+    /// Whether the system itself reported `stats.transcript_hash` (its hash chain head);
+    /// otherwise ctxbench computed a digest of the transcript for the record.
+    pub transcript_hash_reported: bool,
 }
 
 impl TrialRecord {
