@@ -146,11 +146,10 @@ impl ReferenceEngine {
         let session = Session::create(&config.session_dir)?;
         let estimator = Arc::new(RequestEstimator::new(config.model.estimator));
         let summarizer = match config.mutation {
-            Some(
-                m @ (Mutation::KeepApprovalClaims
-                | Mutation::DropArchiveRefs
-                | Mutation::UnlabelledVerification),
-            ) if config.context.strategy == SummaryStrategy::Extractive => {
+            Some(m)
+                if MutantExtractive::applies(m)
+                    && config.context.strategy == SummaryStrategy::Extractive =>
+            {
                 Box::new(MutantExtractive(m))
             }
             _ => summarizer_for(&config),
