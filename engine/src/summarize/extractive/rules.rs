@@ -165,7 +165,10 @@ pub fn rule_strength(sentence: &str) -> u32 {
 pub fn statement_score(sentence: &str) -> i64 {
     let rule = i64::from(rule_strength(sentence));
     let spec = i64::from(specifics(sentence).min(4));
-    let mut score = 30 + rule * 12 + spec * 8;
+    // Below the rule threshold a structure cue is weak evidence (word salad can open with
+    // "Only …"): it must not outrank a statement that names values.
+    let rule_weight = if rule >= 3 { 12 } else { 4 };
+    let mut score = 30 + rule * rule_weight + spec * 8;
     if is_follow_up(sentence) {
         score += 24;
     }

@@ -72,7 +72,7 @@ fn test_outcome() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)(\b\d+\s+(passed|failed|failures?|errors?|ok|skipped|ignored|pending|succeeded|tests?|examples?|specs?)\b|\btest result\b|^(PASS|FAIL|FAILED|ok)\b|\btests?\b.*\b(passed|failed|passing|failing)\b)",
+            r"(?i)(\b\d+\s+(passed|failed|failures?|errors?|ok|skipped|ignored|pending|succeeded|tests?|examples?|specs?)\b|\btest result\b|^(PASS|FAIL|FAILED|ok)\b\s+\S|\btests?\b.*\b(passed|failed|passing|failing)\b)",
         )
         .expect("static regex")
     })
