@@ -49,8 +49,8 @@ use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryR
 use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
 
-pub(crate) use text::claims;
 pub use text::sentences;
+pub(crate) use text::{archive_refs as archive_ref_pattern, claims};
 use text::{archive_refs, MAX_SENTENCE_CHARS};
 
 /// Replaces an authority claim in memory.

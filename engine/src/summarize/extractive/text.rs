@@ -40,7 +40,7 @@ pub(super) fn verification() -> &'static Regex {
 }
 
 /// `archive://…` references: the address of archived output, kept in every summary.
-pub(super) fn archive_refs() -> &'static Regex {
+pub(crate) fn archive_refs() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| Regex::new(r"archive://[^\s)\]}>,;'`]+").expect("static regex"))
 }
