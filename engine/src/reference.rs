@@ -33,6 +33,7 @@ use super::compaction::{
 };
 use super::mutants::Mutation;
 use super::projection::{project, Projection, ProjectionInput};
+use super::strategy::{self, Fallback, Which};
 use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
 use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
@@ -106,6 +107,8 @@ pub struct ReferenceEngine {
     session: Session,
     redactor: Redactor,
     summarizer: Box<dyn Summarizer>,
+    /// The extractive summarizer a compaction falls back to ([`crate::strategy`]).
+    fallback: Box<dyn Summarizer>,
     summarizer_calls: u64,
     checkpoint_writes: u64,
     /// provider input ÷ raw estimate, smoothed; 1.0 until the first usage report.
@@ -145,15 +148,17 @@ impl ReferenceEngine {
     pub fn create(config: EngineConfig) -> Result<Self, EngineError> {
         let session = Session::create(&config.session_dir)?;
         let estimator = Arc::new(RequestEstimator::new(config.model.estimator));
-        let summarizer = match config.mutation {
-            Some(m)
-                if MutantExtractive::applies(m)
-                    && config.context.strategy == SummaryStrategy::Extractive =>
-            {
-                Box::new(MutantExtractive(m))
+        let extractive = || -> Box<dyn Summarizer> {
+            match config.mutation {
+                Some(m) if MutantExtractive::applies(m) => Box::new(MutantExtractive(m)),
+                _ => Box::new(ExtractiveSummarizer),
             }
+        };
+        let summarizer = match config.context.strategy {
+            SummaryStrategy::Extractive => extractive(),
             _ => summarizer_for(&config),
         };
+        let fallback = extractive();
         let redactor = Redactor::new(&config.redact);
         Ok(ReferenceEngine {
             config,
@@ -161,6 +166,7 @@ impl ReferenceEngine {
             session,
             redactor,
             summarizer,
+            fallback,
             summarizer_calls: 0,
             checkpoint_writes: 0,
             calibration: 1.0,
@@ -205,11 +211,10 @@ impl ReferenceEngine {
             .min(self.config.model.max_output_tokens)
     }
 
-    fn strategy_name(&self) -> &'static str {
-        match self.summarizer.strategy() {
-            SummaryStrategy::Extractive => "extractive",
-            SummaryStrategy::Model => "model",
-            SummaryStrategy::Native => "native",
+    fn summarizer(&self, which: Which) -> &dyn Summarizer {
+        match which {
+            Which::Configured => self.summarizer.as_ref(),
+            Which::Fallback => self.fallback.as_ref(),
         }
     }
 
@@ -532,9 +537,16 @@ impl ReferenceEngine {
         events: &mut dyn EventSink,
     ) -> CompactionOutcome {
         let calls_before = self.summarizer_calls;
+        // Seed 000 step 6: native only when the provider offers it.
+        let planned =
+            strategy::by_capability(self.summarizer.strategy(), provider.native_compaction());
+        let started = match &planned {
+            Some(f) => strategy::label(self.fallback.strategy(), Some(f)),
+            None => strategy::label(self.summarizer.strategy(), None),
+        };
         events.emit(EngineEvent::CompactionStarted {
             trigger: trigger.as_str().into(),
-            strategy: self.strategy_name().into(),
+            strategy: started,
         });
         let outcome = self
             .transaction_inner(
@@ -544,6 +556,7 @@ impl ReferenceEngine {
                 target,
                 prune,
                 state,
+                planned,
                 provider,
                 events,
             )
@@ -585,15 +598,22 @@ impl ReferenceEngine {
     /// completed prefix): the oldest part that fits — halving at turn boundaries — is
     /// summarized first, and each later part rolls the stage before it. At most
     /// [`MAX_SUMMARY_STAGES`] requests; the last stage's result is the checkpoint's content.
+    ///
+    /// `model_calls` counts the model calls made, failed ones included; a successful result
+    /// reports the total.
+    #[allow(clippy::too_many_arguments)]
     async fn summarize_staged(
         &self,
+        which: Which,
         previous: Option<&Checkpoint>,
         entries: &[Entry],
         covered: usize,
         tail_start: usize,
         boundaries: &[usize],
         provider: &dyn Provider,
+        model_calls: &mut u32,
     ) -> Result<SummaryResult, SummarizeError> {
+        let summarizer = self.summarizer(which);
         let no_redaction = Redactor::default();
         let redactor = if self.config.mutation == Some(Mutation::LeakSecret) {
             &no_redaction
@@ -608,8 +628,7 @@ impl ReferenceEngine {
             let result = loop {
                 let numbers = turn_numbers(self.session.turns(), start, end);
                 calls += 1;
-                let r = self
-                    .summarizer
+                let r = summarizer
                     .summarize(
                         SummaryRequest {
                             previous: staged.as_ref(),
@@ -624,6 +643,16 @@ impl ReferenceEngine {
                         provider,
                     )
                     .await;
+                match &r {
+                    Ok(done) => *model_calls += done.model_calls,
+                    // A rejected or failed answer was a model call too.
+                    Err(SummarizeError::Invalid(_) | SummarizeError::Failed(_))
+                        if summarizer.strategy() != SummaryStrategy::Extractive =>
+                    {
+                        *model_calls += 1
+                    }
+                    Err(_) => {}
+                }
                 // Too large: the turn boundary nearest the middle of what is left.
                 let smaller = boundaries
                     .iter()
@@ -646,7 +675,10 @@ impl ReferenceEngine {
                          {covered}–{end} of {covered}–{tail_start}"
                     )));
                 }
-                return Ok(result);
+                return Ok(SummaryResult {
+                    model_calls: *model_calls,
+                    ..result
+                });
             }
             // A stage: what the next part rolls up (never persisted).
             let (summary, opaque_item) = match result.content {
@@ -656,7 +688,7 @@ impl ReferenceEngine {
             staged = Some(Checkpoint {
                 schema_version: CHECKPOINT_SCHEMA_VERSION,
                 id: format!("stage-{end}"),
-                strategy: self.summarizer.strategy(),
+                strategy: summarizer.strategy(),
                 summarized_through: end - 1,
                 source_hash: range_hash(&entries[..end]),
                 retained_tail_start: end,
@@ -684,6 +716,7 @@ impl ReferenceEngine {
         target: Option<u64>,
         prune: bool,
         state: &mut TurnState,
+        planned: Option<Fallback>,
         provider: &dyn Provider,
         events: &mut dyn EventSink,
     ) -> CompactionOutcome {
@@ -745,6 +778,10 @@ impl ReferenceEngine {
             .budget
             .total;
         let mut tried = 0usize;
+        // Once the configured strategy is unavailable or its summary rejected, the rest of
+        // this transaction (every back-down candidate) uses the fallback.
+        let mut fallback = planned;
+        let mut summarized_from = covered;
         let mut smallest_total = None;
         for tail_start in candidates {
             if tried >= MAX_SUMMARIZER_CALLS_PER_TRANSACTION {
@@ -774,16 +811,48 @@ impl ReferenceEngine {
                 };
             }
             let boundaries: Vec<usize> = spans.iter().map(|&(_, e)| e).collect();
-            let result = self
-                .summarize_staged(
-                    previous.as_ref(),
-                    &entries,
-                    covered,
-                    tail_start,
-                    &boundaries,
-                    provider,
-                )
-                .await;
+            let mut model_calls = 0u32;
+            let mut result = Err(SummarizeError::Failed("not run".into()));
+            if fallback.is_none() {
+                result = self
+                    .summarize_staged(
+                        Which::Configured,
+                        previous.as_ref(),
+                        &entries,
+                        covered,
+                        tail_start,
+                        &boundaries,
+                        provider,
+                        &mut model_calls,
+                    )
+                    .await;
+                if let Err(e) = &result {
+                    fallback = strategy::after_error(self.summarizer.strategy(), e);
+                }
+            }
+            if fallback.is_some() {
+                // The extractive summary stands in. It cannot read an opaque previous
+                // checkpoint: then it rebuilds from the canonical transcript.
+                let readable = previous.as_ref().filter(|p| p.summary.is_some());
+                summarized_from = if readable.is_some() { covered } else { 0 };
+                result = self
+                    .summarize_staged(
+                        Which::Fallback,
+                        readable,
+                        &entries,
+                        summarized_from,
+                        tail_start,
+                        &boundaries,
+                        provider,
+                        &mut model_calls,
+                    )
+                    .await;
+            }
+            let used = if fallback.is_some() {
+                self.fallback.strategy()
+            } else {
+                self.summarizer.strategy()
+            };
             let result = match result {
                 Ok(r) => r,
                 Err(e) => {
@@ -810,7 +879,7 @@ impl ReferenceEngine {
             let mut cp = Checkpoint {
                 schema_version: CHECKPOINT_SCHEMA_VERSION,
                 id: String::new(),
-                strategy: self.summarizer.strategy(),
+                strategy: used,
                 summarized_through: tail_start - 1,
                 source_hash: range_hash(&entries[..tail_start]),
                 retained_tail_start: tail_start,
@@ -877,8 +946,8 @@ impl ReferenceEngine {
                 trigger: trigger.as_str().into(),
                 checkpoint_id: cp.id.clone(),
                 previous_id: cp.previous_id.clone(),
-                strategy: self.strategy_name().into(),
-                summarized_from: covered as u64,
+                strategy: strategy::label(used, fallback.as_ref()),
+                summarized_from: summarized_from as u64,
                 summarized_through: cp.summarized_through as u64,
                 tail_start: cp.retained_tail_start as u64,
                 tail_end: cp.retained_tail_end as u64,

@@ -539,7 +539,7 @@ fn archive_references_are_shown_to_the_model_and_must_survive() {
     )) {
         Err(SummarizeError::Invalid(r)) => {
             assert!(
-                r.starts_with("drops archive reference archive://runs/7/build.log"),
+                r.starts_with("drops archive references: archive://runs/7/build.log"),
                 "{r}"
             )
         }

@@ -138,7 +138,7 @@ pub fn validate_archive_refs(text: &str, request: &SummaryRequest<'_>) -> Result
     match missing.first() {
         None => Ok(()),
         Some(first) => Err(format!(
-            "drops archive reference {first} ({} of {} missing): archived output would become unaddressable",
+            "drops archive references: {first} ({} of {} missing) would become unaddressable",
             missing.len(),
             expected.len()
         )),
