@@ -35,15 +35,20 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     // A verification result ("All tests pass.") is short and names nothing, yet it is the
     // outcome of the work: kept (and framed as history by the caller).
     let verified = verification().is_match(sentence);
-    if spec == 0 && !decided && !verified && words(sentence) < 4 {
+    let informative = spec > 0 || decided || verified;
+    if !informative && words(sentence) < 4 {
         return None;
     }
-    let mut score = if final_answer { 24 } else { 10 };
-    score += spec * 8;
+    // Prose that names nothing ranks below anything the user said.
+    let mut score = if final_answer { 16 } else { 8 };
+    score += spec * 10;
     if decided {
+        score += 16;
+    }
+    if verified {
         score += 14;
     }
-    if first && final_answer {
+    if first && final_answer && informative {
         score += 6;
     }
     if is_question(sentence) {
@@ -51,6 +56,10 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     }
     Some(score)
 }
+
+/// Whether an assistant sentence of this score has a share of its own (it names a value, a
+/// decision or an outcome); below it, it is ordinary prose.
+pub const INFORMATIVE_ANSWER: i64 = 24;
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use ctxbench_adapters::{Message, Role};
 
-use super::answers::answer_score;
+use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rolling::Previous;
 use super::rules::statement_score;
 use super::task::{clip_part, part_limits, paths_in, request_parts};
@@ -22,8 +22,6 @@ const REQUEST_SCORE: i64 = 200;
 const COMMAND_SCORE: i64 = 150;
 /// Rank of the file in flight.
 const IN_FLIGHT_SCORE: i64 = 140;
-/// A user message's first sentence usually says what was asked at that turn.
-const GIST_BONUS: i64 = 4;
 /// Share of the budget (percent) the newest request's parts are clipped to fit, when they
 /// must be clipped at all.
 const REQUEST_SHARE_PERCENT: u64 = 20;
@@ -202,7 +200,7 @@ pub(super) fn collect(
                         text = historical(turn, &text);
                         score += 5;
                     }
-                    let section = if score >= 30 {
+                    let section = if score >= INFORMATIVE_ANSWER {
                         Section::Answers
                     } else {
                         Section::Other
@@ -257,13 +255,14 @@ pub(super) fn collect(
                     }
                     continue;
                 }
-                for (k, s) in sentence_list.into_iter().enumerate() {
+                // No positional term: a sentence ranks by what it says, wherever it sits.
+                for s in sentence_list {
                     seq += 1;
                     if claims().is_match(&s) {
                         items.push(Item::omission(turn, tag, seq, source));
                         continue;
                     }
-                    let mut score = statement_score(&s) + if k == 0 { GIST_BONUS } else { 0 };
+                    let mut score = statement_score(&s);
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
                         text = historical(turn, &text);

@@ -12,7 +12,8 @@
 //! | assistant answers | 15 % | what the agent told the user |
 //!
 //! Within a section, items go by rank (newer first on ties). A section that needs less
-//! leaves its share to the rest, which is then filled by rank across every section. No
+//! leaves its share to the rest, which is then filled by rank across every section —
+//! ordinary prose (no value, rule, decision or outcome) taking at most 15 %. No
 //! single message may take more than a quarter of the budget (the newest request's parts
 //! excepted: they are clipped to fit instead), so one huge paste cannot evict everything
 //! else. The written text is measured at the end and trimmed, lowest rank first, should the
@@ -30,6 +31,8 @@ const SHARES: [(Section, u64); 4] = [
     (Section::ToolLines, 20),
     (Section::Answers, 15),
 ];
+/// Most of what the fixed lines leave (percent) that ordinary prose may take.
+const PROSE_SHARE: u64 = 15;
 /// Most files listed on the files line.
 const MAX_FILES: usize = 20;
 /// Bound on trimming rounds after measuring (each drops one item).
@@ -178,8 +181,18 @@ pub(super) fn write(
             }
         }
     }
+    // Ordinary prose (no value, rule, decision or outcome) is the least useful memory:
+    // it may fill at most a small share, however much room is left.
+    let mut prose_allowance = rest * PROSE_SHARE / 100;
     for i in by_rank(&items, (0..items.len()).collect()) {
-        if !a.chosen[i] {
+        if a.chosen[i] {
+            continue;
+        }
+        if items[i].section == Section::Other {
+            if let Some(cost) = a.take(i, prose_allowance) {
+                prose_allowance -= cost;
+            }
+        } else {
             a.take(i, u64::MAX);
         }
     }

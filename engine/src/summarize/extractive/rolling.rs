@@ -6,7 +6,7 @@
 //! newest: it comes back as ordinary user statements. The file in flight is stale and is
 //! dropped (the files line keeps it).
 
-use super::answers::answer_score;
+use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rules::statement_score;
 use super::text::{occurrence_key, sentences};
 use super::tool_lines::key_lines;
@@ -96,7 +96,11 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                         continue;
                     };
                     out.items.push(Item {
-                        section: Section::Answers,
+                        section: if score >= INFORMATIVE_ANSWER {
+                            Section::Answers
+                        } else {
+                            Section::Other
+                        },
                         turn,
                         tag,
                         seq: *seq,

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::text::{is_question, specifics, words};
+use super::text::{is_question, names_a_name, specifics, words};
 
 fn strong() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
@@ -69,12 +69,22 @@ fn standing() -> &'static Regex {
     })
 }
 
+/// A restriction: `only` bound to where, when or for whom (`only on Tuesdays`, `only in
+/// staging`) — unlike `only` as a mere adverb (`it only takes a second`).
+fn restriction() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\bonly (on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b")
+            .expect("static regex")
+    })
+}
+
 /// A scope or bound that qualifies a rule (weaker: prose uses these too).
 fn scope() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(unless|except|at most|at least|no more than|no later than|by default|in every|for every|for all)\b",
+            r"(?i)\b(unless|except|until|at most|at least|no more than|no later than|by default|in every|for every|for all)\b",
         )
         .expect("static regex")
     })
@@ -130,7 +140,11 @@ pub fn rule_strength(sentence: &str) -> u32 {
     if strong().is_match(sentence) {
         s += 3;
     }
-    if directive_opening().is_match(sentence.trim_start()) {
+    // A directive may open the sentence or any of its clauses (`…; do not change it`).
+    if sentence
+        .split([';', ':', '—'])
+        .any(|clause| directive_opening().is_match(clause.trim_start()))
+    {
         s += 2;
     }
     if bound_subject().is_match(sentence) {
@@ -143,6 +157,9 @@ pub fn rule_strength(sentence: &str) -> u32 {
     }
     if obligation().is_match(sentence) {
         s += 1;
+    }
+    if restriction().is_match(sentence) {
+        s += 3;
     }
     if standing().is_match(sentence) {
         s += 3;
@@ -169,6 +186,9 @@ pub fn statement_score(sentence: &str) -> i64 {
     // "Only …"): it must not outrank a statement that names values.
     let rule_weight = if rule >= 3 { 12 } else { 4 };
     let mut score = 30 + rule * rule_weight + spec * 8;
+    if names_a_name(sentence) {
+        score += 4;
+    }
     if is_follow_up(sentence) {
         score += 24;
     }
@@ -196,6 +216,8 @@ mod tests {
             "The public API has to stay at v2.",
             "and by the way the retry budget must stay at 5 attempts",
             "Every public function needs a doc comment with an example.",
+            "Production deploys happen only on Tuesdays and Thursdays.",
+            "The orders table is frozen until the audit ends; do not change its columns.",
         ] {
             assert!(rule_strength(s) >= 3, "{s}: {}", rule_strength(s));
         }
@@ -206,6 +228,7 @@ mod tests {
             "Should we use SQLite?",
             "It was a long day and the build was fine.",
             "All of this looks fine.",
+            "It only takes a second.",
         ] {
             assert!(rule_strength(s) < 3, "{s}: {}", rule_strength(s));
         }
