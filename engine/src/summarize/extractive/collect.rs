@@ -59,6 +59,11 @@ pub(super) fn collect(
         mut refs,
         first_turn,
     } = previous;
+    // The mutants' broken decisions hold for what a previous checkpoint carried too.
+    items.retain(|it| {
+        !(broken.tool_content && matches!(it.tag, "tool" | "command")
+            || broken.assistant_text && matches!(it.tag, "assistant" | "answer"))
+    });
     let messages: Vec<Message> = req
         .covered
         .iter()

@@ -52,6 +52,7 @@ use ctxbench_sut::SummaryStrategy;
 pub use text::sentences;
 pub(crate) use text::{archive_refs as archive_ref_pattern, claims};
 use text::{archive_refs, MAX_SENTENCE_CHARS};
+pub(crate) use tool_lines::top_lines as tool_key_lines;
 
 /// Replaces an authority claim in memory.
 pub const OMISSION_MARKER: &str = "[omitted: historical approval/authority claim]";

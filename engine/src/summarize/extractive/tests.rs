@@ -420,7 +420,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         previous_id: None,
     };
     prev.id = "ck_prev".into();
-    let s = extract(&SummaryRequest {
+    let req = SummaryRequest {
         previous: Some(&prev),
         covered: &covered,
         first_index: 4,
@@ -429,7 +429,19 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         redactor: &red,
         estimator: &est,
         model: "m",
-    });
+    };
+    let s = extract(&req);
+    // The mutants drop what they drop from the rolled-over lines too.
+    let m = extract_with(&req, broken(Mutation::DropAssistantText));
+    assert!(
+        !m.contains("The limit is 7") && m.contains("MAX_RETRIES = 7"),
+        "{m}"
+    );
+    let m = extract_with(&req, broken(Mutation::DropToolResultContent));
+    assert!(
+        m.contains("The limit is 7") && !m.contains("MAX_RETRIES = 7"),
+        "{m}"
+    );
     assert!(
         s.contains("- [turn 1 · tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical, turn 1) 3 passed; 0 failed"),
         "{s}"

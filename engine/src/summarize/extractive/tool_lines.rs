@@ -289,7 +289,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     out
 }
 
-/// The best [`MAX_LINES_PER_RESULT`] key lines of `content`, in their order in the result.
+/// The best `max` key lines of `content`, in their order in the result.
 pub fn top_lines(content: &str, max: usize) -> Vec<KeyLine> {
     let mut top: Vec<KeyLine> = key_lines(content).into_iter().take(max).collect();
     top.sort_by_key(|k| k.position);
