@@ -3,19 +3,19 @@
 //! Seed 000's first shipped checkpoint, hardened against what real agents lose after a
 //! compaction. It reads the covered messages (redacted first) and keeps, within
 //! `summary_target_tokens`, five kinds of material, each with its own share of the budget
-//! ([`layout`]) so one kind cannot crowd out the others:
+//! (`layout.rs`) so one kind cannot crowd out the others:
 //!
-//! 1. **task state** ([`task`]): the newest request with *all* its parts, the last command
+//! 1. **task state** (`task.rs`): the newest request with *all* its parts, the last command
 //!    and what it returned, the file in flight;
-//! 2. **rules and facts the user stated** ([`rules`]): ranked by rule-like structure and
+//! 2. **rules and facts the user stated** (`rules.rs`): ranked by rule-like structure and
 //!    by the concrete values they name, wherever they sit in a message;
-//! 3. **key lines of tool results** ([`tool_lines`]): settings, constants, versions, test
+//! 3. **key lines of tool results** (`tool_lines.rs`): settings, constants, versions, test
 //!    outcomes, errors, exit codes, flags, paths — bounded per result, attributed to the call;
-//! 4. **assistant answers and decisions** ([`answers`]): the informative sentences of each
+//! 4. **assistant answers and decisions** (`answers.rs`): the informative sentences of each
 //!    turn's answer, attributed per turn;
 //! 5. everything else, by rank, in what is left.
 //!
-//! Repetition ([`occurrences`]): a sentence or line said again with only numbers changed is
+//! Repetition (`occurrences.rs`): a sentence or line said again with only numbers changed is
 //! one thing said several times; its first, second and newest occurrence stay (each with its
 //! turn, so "the second time I asked" stays answerable) and the ones in between go, so a
 //! routine cannot evict a rare rule.
@@ -27,7 +27,7 @@
 //! on a fixed line so archived output stays addressable (seed 004 P1).
 //!
 //! The summary is written in conversation order, one line per turn and kind
-//! (`- [turn N · tag] …`). Rolling ([`rolling`]): the previous checkpoint's lines compete
+//! (`- [turn N · tag] …`). Rolling (`rolling.rs`): the previous checkpoint's lines compete
 //! with the new ones under the same rules.
 
 mod answers;

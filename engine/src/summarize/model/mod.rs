@@ -168,7 +168,7 @@ pub(crate) fn archive_refs_in(text: &str) -> Vec<&str> {
 
 /// The covered messages as transcript lines `[turn N · role] text`, redacted: tool calls as
 /// `call name(args)`, tool results as `result: text`, both bounded (archive references the
-/// bound cut off are appended, [`with_refs`]).
+/// bound cut off are appended, `with_refs`).
 pub fn render_transcript(request: &SummaryRequest<'_>) -> String {
     let mut lines = Vec::new();
     for (i, entry) in request.covered.iter().enumerate() {
