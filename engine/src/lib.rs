@@ -13,7 +13,8 @@
 //! - [`reference`](mod@reference): the engine, modes `off`, `warn` and `compact`;
 //! - [`compaction`]: selection and the one compaction transaction; [`checkpoint`]: the
 //!   checkpoint record; [`summarize`]: the summarizer strategies; [`tool_projection`]:
-//!   projection of older tool outputs; [`session`]: the persisted transcript;
+//!   projection of older tool outputs; [`session`]: the persisted transcript; [`strategy`]:
+//!   which summarizer runs, by capability, and when it falls back;
 //!   [`mutants`]: deliberately broken variants; [`factory`]: how ctxbench builds it.
 #![deny(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod mutants;
 pub mod projection;
 pub mod reference;
 pub mod session;
+pub mod strategy;
 pub mod summarize;
 pub mod tool_projection;
 

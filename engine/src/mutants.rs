@@ -33,6 +33,10 @@
 //! | `opaque-in-trace` | a trace event carries an opaque item's payload | `opaque-items-hashed` |
 //! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
 //! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
+//! | `drop-tool-result-content` | the extractive checkpoint keeps nothing of tool results | `recall` |
+//! | `drop-assistant-text` | the extractive checkpoint keeps no assistant text | `recall` |
+//! | `keep-newest-occurrence-only` | of a user sentence said several times, only the newest occurrence survives in the checkpoint | `recall` |
+//! | `forget-later-request-parts` | of the newest (multi-part) user request only the first part survives compaction | `recall` |
 
 use serde::{Deserialize, Serialize};
 
@@ -106,11 +110,26 @@ pub enum Mutation {
     /// `context.compaction.completed` carries an opaque provider item's payload instead of
     /// its hash (seed 000 invariant 12).
     OpaqueInTrace,
+    /// The extractive checkpoint keeps nothing of tool results: no key lines (settings,
+    /// versions, test outcomes, errors), not even the last command's output — how
+    /// summarizers that treat tool output as noise lose a value the agent looked up.
+    DropToolResultContent,
+    /// The extractive checkpoint keeps no assistant text: what the agent answered and
+    /// decided is gone after compaction (only what the user said survives).
+    DropAssistantText,
+    /// Of a user sentence said several times (equal but for its numbers), only the newest
+    /// occurrence survives in the extractive checkpoint: "what did I ask first?" and the
+    /// turns of earlier occurrences are lost.
+    KeepNewestOccurrenceOnly,
+    /// Of the newest user request covered by a compaction, only its first part (sentence or
+    /// enumerated item) survives in the extractive checkpoint: a multi-part request loses
+    /// its later parts.
+    ForgetLaterRequestParts,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 24] = [
+    pub const ALL: [Mutation; 28] = [
         Mutation::SilentOverBudget,
         Mutation::IgnoreMandatoryLimit,
         Mutation::UntypedLimitReason,
@@ -135,6 +154,10 @@ impl Mutation {
         Mutation::WrapFullTranscript,
         Mutation::UnlabelledVerification,
         Mutation::OpaqueInTrace,
+        Mutation::DropToolResultContent,
+        Mutation::DropAssistantText,
+        Mutation::KeepNewestOccurrenceOnly,
+        Mutation::ForgetLaterRequestParts,
     ];
 
     /// kebab-case name.
@@ -164,6 +187,10 @@ impl Mutation {
             Mutation::WrapFullTranscript => "wrap-full-transcript",
             Mutation::UnlabelledVerification => "unlabelled-verification",
             Mutation::OpaqueInTrace => "opaque-in-trace",
+            Mutation::DropToolResultContent => "drop-tool-result-content",
+            Mutation::DropAssistantText => "drop-assistant-text",
+            Mutation::KeepNewestOccurrenceOnly => "keep-newest-occurrence-only",
+            Mutation::ForgetLaterRequestParts => "forget-later-request-parts",
         }
     }
 
@@ -194,6 +221,10 @@ impl Mutation {
             Mutation::OpaqueInTrace => "a trace event carries an opaque item's payload",
             Mutation::AcceptInventedConstraints => "the model summarizer does not check that a summary's constraints are traceable to the conversation",
             Mutation::UnboundedSummaryRequest => "the model summarizer sends its request however large (no input bound)",
+            Mutation::DropToolResultContent => "the extractive checkpoint keeps nothing of tool results",
+            Mutation::DropAssistantText => "the extractive checkpoint keeps no assistant text",
+            Mutation::KeepNewestOccurrenceOnly => "of a user sentence said several times, only the newest occurrence survives in the checkpoint",
+            Mutation::ForgetLaterRequestParts => "of the newest multi-part user request only the first part survives compaction",
         }
     }
 
@@ -203,7 +234,12 @@ impl Mutation {
         match self {
             Mutation::SilentOverBudget | Mutation::SilentOverBudgetCompact => &["budget"],
             Mutation::IgnoreMandatoryLimit | Mutation::UntypedLimitReason => &["limit-honest"],
-            Mutation::DropHistory | Mutation::WrapFullTranscript => &["recall"],
+            Mutation::DropHistory
+            | Mutation::WrapFullTranscript
+            | Mutation::DropToolResultContent
+            | Mutation::DropAssistantText
+            | Mutation::KeepNewestOccurrenceOnly
+            | Mutation::ForgetLaterRequestParts => &["recall"],
             Mutation::DropInstructions => &["recall", "instructions-outrank-history"],
             Mutation::MutateTranscript => &["transcript-immutable"],
             Mutation::SplitToolPairs => &["tool-pairs"],

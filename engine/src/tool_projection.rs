@@ -3,8 +3,11 @@
 //! An older, completed tool interaction keeps its call/result pair in the request, but a
 //! large result is replaced — in the request only, never in the transcript — by an explicit
 //! bounded projection: tool name, success state, a truncation marker, the content hash, a
-//! short excerpt, and any `archive://` references so the output stays addressable. The
-//! newest round's results (what the model has not answered yet) are never projected.
+//! short excerpt, the result's few key lines (a setting, a version, a test outcome, an
+//! error — what the agent looked the output up for, wherever it sat in the output; see
+//! `summarize::extractive`), and any `archive://` references so the output stays
+//! addressable. The newest round's results (what the model has not answered yet) are never
+//! projected.
 
 use ctxbench_adapters::estimate::RequestEstimator;
 use ctxbench_adapters::{Message, Role};
@@ -15,6 +18,8 @@ use crate::session::Entry;
 pub const PROJECTION_MIN_TOKENS: u64 = 120;
 /// Characters of excerpt kept in a projection.
 pub const EXCERPT_CHARS: usize = 160;
+/// Most key lines a projection keeps, and the characters each may take.
+pub const PROJECTION_KEY_LINES: (usize, usize) = (3, 100);
 
 /// Project large tool results in `entries` except those at index ≥ `protect_from`.
 /// Returns the (possibly) rewritten entries and how many results were projected.
@@ -75,8 +80,26 @@ pub fn projection(original: &Message, tool: &str, tokens: u64, hash_hex: &str) -
         .split_whitespace()
         .filter(|w| w.starts_with("archive://"))
         .collect();
+    let (max_lines, line_chars) = PROJECTION_KEY_LINES;
+    let key_lines: Vec<String> =
+        crate::summarize::extractive::tool_key_lines(&original.content, max_lines)
+            .into_iter()
+            .filter(|k| !excerpt.contains(k.text.as_str()))
+            .map(|k| {
+                if k.text.chars().count() > line_chars {
+                    format!("{}…", k.text.chars().take(line_chars).collect::<String>())
+                } else {
+                    k.text
+                }
+            })
+            .collect();
+    let key_lines = if key_lines.is_empty() {
+        String::new()
+    } else {
+        format!(" · key lines: {}", key_lines.join(" | "))
+    };
     let mut text = format!(
-        "[tool output projected · tool={tool} · {} · truncated: {tokens} tokens not shown · sha256:{} · excerpt: {excerpt}…]",
+        "[tool output projected · tool={tool} · {} · truncated: {tokens} tokens not shown · sha256:{} · excerpt: {excerpt}…{key_lines}]",
         if ok { "ok" } else { "error" },
         &hash_hex[..16.min(hash_hex.len())],
     );
@@ -125,5 +148,22 @@ mod tests {
         assert!(out[2].message.content.contains("archive://runs/1/out.log"));
         assert_eq!(out[3], entries[3], "protected result untouched");
         assert!(est.count_text(&out[2].message.content) < 120);
+    }
+
+    #[test]
+    fn a_projection_keeps_the_key_lines_of_the_output() {
+        let file = format!(
+            "{}MAX_RETRIES = 7\n{}",
+            "    let v = compute(x);\n".repeat(40),
+            "    step(v);\n".repeat(40)
+        );
+        let m = projection(&Message::tool_result("c2", file), "read_file", 600, "abcd");
+        assert!(
+            m.content.contains(" · key lines: MAX_RETRIES = 7]"),
+            "{}",
+            m.content
+        );
+        let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
+        assert!(est.count_text(&m.content) < 120);
     }
 }

@@ -577,4 +577,134 @@ mod direct {
         });
         assert_eq!(budget.and_then(|b| b.checkpoint_id), None);
     }
+
+    /// The compaction events of `ev`: (started strategy, completed strategy).
+    fn strategies(ev: &Events) -> Vec<(String, Option<String>)> {
+        let mut out: Vec<(String, Option<String>)> = Vec::new();
+        for e in &ev.0 {
+            match e {
+                EngineEvent::CompactionStarted { strategy, .. } => {
+                    out.push((strategy.clone(), None))
+                }
+                EngineEvent::CompactionCompleted(c) => {
+                    if let Some(last) = out.last_mut() {
+                        last.1 = Some(c.strategy.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn native_without_the_capability_falls_back_to_summarizing() {
+        // Seed 000 step 6: native compaction only when the adapter offers it; otherwise the
+        // prefix is summarized — not `strategy_unavailable`.
+        let dir = tempfile::tempdir().unwrap();
+        let texts = users(8);
+        let fake = FakeProvider::new(script(&texts, false));
+        let mut e = engine(dir.path(), SummaryStrategy::Native);
+        let mut ev = Events(Vec::new());
+        play(&mut e, &fake, &texts, &mut ev).await;
+        let out = e
+            .compact(
+                false,
+                TurnIo {
+                    provider: &fake,
+                    tools: &mut NoTools,
+                    events: &mut ev,
+                },
+            )
+            .await;
+        assert!(
+            matches!(out, CompactionOutcome::Compacted { .. }),
+            "{out:?}"
+        );
+        let label = "extractive (fallback from native: strategy_unavailable, provider offers no native compaction)";
+        let s = strategies(&ev);
+        assert!(!s.is_empty());
+        assert!(
+            s.iter()
+                .all(|(started, done)| started == label
+                    && done.as_deref().is_none_or(|d| d == label)),
+            "{s:?}"
+        );
+        let reopened = Session::open(&dir.path().join("session")).unwrap();
+        let cp = reopened.checkpoint().expect("checkpoint");
+        assert_eq!(cp.strategy, SummaryStrategy::Extractive);
+        assert!(cp.summary.is_some() && cp.opaque_item.is_none());
+    }
+
+    /// Answers like the fake, but writes every summary with a rule nobody stated.
+    struct InventsRules(FakeProvider);
+
+    #[async_trait::async_trait]
+    impl Provider for InventsRules {
+        fn name(&self) -> &str {
+            "fake"
+        }
+        async fn complete(&self, r: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+            if r.messages.first().is_some_and(|m| {
+                m.content
+                    .starts_with(ctxbench_engine::markup::SUMMARY_REQUEST_MARKER)
+            }) {
+                return Ok(ModelResponse {
+                    message: ctxbench_adapters::Message::assistant(
+                        "## Goals and constraints\n- Never deploy on Mondays.",
+                    ),
+                    usage: ctxbench_adapters::Usage::default(),
+                    finish_reason: ctxbench_adapters::FinishReason::Stop,
+                });
+            }
+            self.0.complete(r).await
+        }
+    }
+
+    #[tokio::test]
+    async fn an_invalid_model_summary_falls_back_to_the_extractive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts = users(8);
+        let provider = InventsRules(FakeProvider::new(script(&texts, false)));
+        let mut e = engine(dir.path(), SummaryStrategy::Model);
+        let mut ev = Events(Vec::new());
+        play(&mut e, &provider, &texts, &mut ev).await;
+        let out = e
+            .compact(
+                false,
+                TurnIo {
+                    provider: &provider,
+                    tools: &mut NoTools,
+                    events: &mut ev,
+                },
+            )
+            .await;
+        assert!(
+            matches!(out, CompactionOutcome::Compacted { .. }),
+            "{out:?}"
+        );
+        assert!(
+            !ev.0
+                .iter()
+                .any(|e| matches!(e, EngineEvent::CompactionFailed { .. })),
+            "{:?}",
+            ev.0
+        );
+        let s = strategies(&ev);
+        let last = s.last().expect("a compaction");
+        assert_eq!(last.0, "model", "the configured strategy started");
+        assert_eq!(
+            last.1.as_deref(),
+            Some("extractive (fallback from model: summary_invalid, untraceable constraint)")
+        );
+        let calls = ev.0.iter().rev().find_map(|e| match e {
+            EngineEvent::CompactionCompleted(c) => Some(c.summarizer_calls),
+            _ => None,
+        });
+        assert_eq!(calls, Some(1), "the rejected model call counts");
+        let reopened = Session::open(&dir.path().join("session")).unwrap();
+        let cp = reopened.checkpoint().expect("checkpoint");
+        assert_eq!(cp.strategy, SummaryStrategy::Extractive);
+        assert!(!cp.summary.as_deref().unwrap_or("").contains("Mondays"));
+    }
 }

@@ -1,0 +1,86 @@
+//! Assistant answers and decisions: what the agent told the user.
+//!
+//! An assistant's final answer of a turn is information the user may ask about again
+//! ("what did you say the limit was?"), so its informative sentences are kept — not only
+//! those with a decision word. Informative means specific (see [`specifics`]): a sentence
+//! that names a value, a file, an identifier or a name. Acknowledgements ("Done.",
+//! "Understood.") name nothing and are dropped; narration between tool calls ("Let me read
+//! the file.") ranks below a final answer. A recorded decision or reason ranks higher.
+//!
+//! Attribution is per turn (`[turn 12 · answer]`), so the answers to two near-identical
+//! requests stay distinguishable.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::text::{is_question, specifics, verification, words};
+
+fn decision() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(decided|decision|chose|chosen|went with|settled on|switched to|picked|agreed|we will|i will use|the plan is|because|so that|the (cause|reason|fix|answer|result|root cause) (is|was))\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// The rank of one sentence of an assistant message, or `None` when it says nothing worth
+/// keeping. `final_answer`: the message ends its turn (no tool calls follow); `first`: it is
+/// the message's first sentence (answers lead with the answer).
+pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i64> {
+    let spec = i64::from(specifics(sentence).min(4));
+    let decided = decision().is_match(sentence);
+    // A verification result ("All tests pass.") is short and names nothing, yet it is the
+    // outcome of the work: kept (and framed as history by the caller).
+    let verified = verification().is_match(sentence);
+    let informative = spec > 0 || decided || verified;
+    if !informative && words(sentence) < 4 {
+        return None;
+    }
+    // Prose that names nothing ranks below anything the user said.
+    let mut score = if final_answer { 16 } else { 8 };
+    score += spec * 10;
+    if decided {
+        score += 16;
+    }
+    if verified {
+        score += 14;
+    }
+    if first && final_answer && informative {
+        score += 6;
+    }
+    if is_question(sentence) {
+        score -= 12;
+    }
+    Some(score)
+}
+
+/// Whether an assistant sentence of this score has a share of its own (it names a value, a
+/// decision or an outcome); below it, it is ordinary prose.
+pub const INFORMATIVE_ANSWER: i64 = 24;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn informative_answers_rank_above_narration_and_acknowledgements_go() {
+        assert_eq!(answer_score("Done.", true, true), None);
+        assert_eq!(answer_score("Understood.", true, true), None);
+        let value = answer_score("The retry limit is 7, set in config.py.", true, true);
+        let narration = answer_score("Let me read the file first.", false, true);
+        let prose = answer_score(
+            "That went well overall and nothing else changed.",
+            true,
+            false,
+        );
+        assert!(
+            value > prose && prose > narration,
+            "{value:?} {prose:?} {narration:?}"
+        );
+        let decided = answer_score("We decided to keep the old parser.", true, false);
+        assert!(decided > prose);
+    }
+}

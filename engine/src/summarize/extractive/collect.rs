@@ -1,0 +1,318 @@
+//! Collection: every covered message (redacted) turned into candidate [`Item`]s of its
+//! section, with files touched and archive references gathered on the side.
+
+use std::collections::HashMap;
+
+use ctxbench_adapters::{Message, Role};
+
+use super::answers::{answer_score, INFORMATIVE_ANSWER};
+use super::rolling::Previous;
+use super::rules::statement_score;
+use super::task::{clip_part, part_limits, paths_in, request_parts};
+use super::text::{
+    archive_refs, claims, clip, historical, occurrence_key, one_line, sentences, verification,
+};
+use super::tool_lines::{call_label, top_lines, MAX_LINES_PER_RESULT};
+use super::{user_section, Breakage, Item, Section, MAX_SENTENCE_CHARS};
+use crate::summarize::SummaryRequest;
+
+/// Rank of the newest request's parts: the task comes first.
+const REQUEST_SCORE: i64 = 200;
+/// Rank of the last command's lines.
+const COMMAND_SCORE: i64 = 150;
+/// Rank of the file in flight.
+const IN_FLIGHT_SCORE: i64 = 140;
+/// Share of the budget (percent) the newest request's parts are clipped to fit, when they
+/// must be clipped at all.
+const REQUEST_SHARE_PERCENT: u64 = 20;
+/// Characters per estimated token assumed when clipping to a token share (conservative).
+const CHARS_PER_TOKEN: u64 = 3;
+
+/// What collection produced.
+pub(super) struct Collected {
+    pub items: Vec<Item>,
+    pub files: Vec<String>,
+    pub refs: Vec<String>,
+    /// First and last turn covered.
+    pub turns: (usize, usize),
+}
+
+/// Whether `messages[i]` ends its turn's assistant work: no tool calls, and nothing of the
+/// same turn follows but another user message.
+fn is_final(messages: &[Message], turns: &[usize], i: usize) -> bool {
+    messages[i].tool_calls.is_empty()
+        && messages
+            .get(i + 1)
+            .is_none_or(|n| n.role == Role::User || turns.get(i + 1) != turns.get(i))
+}
+
+/// Collect the candidates of the covered messages, after `previous`'s.
+pub(super) fn collect(
+    req: &SummaryRequest<'_>,
+    broken: Breakage,
+    previous: Previous,
+    mut seq: usize,
+) -> Collected {
+    let Previous {
+        mut items,
+        mut files,
+        mut refs,
+        first_turn,
+    } = previous;
+    // The mutants' broken decisions hold for what a previous checkpoint carried too.
+    items.retain(|it| {
+        !(broken.tool_content && matches!(it.tag, "tool" | "command")
+            || broken.assistant_text && matches!(it.tag, "assistant" | "answer"))
+    });
+    let messages: Vec<Message> = req
+        .covered
+        .iter()
+        .map(|e| req.redactor.redact_message(&e.message))
+        .collect();
+    let turn_of = |i: usize| req.turn_numbers.get(i).copied().unwrap_or(0);
+    let turns: Vec<usize> = (0..messages.len()).map(turn_of).collect();
+    let first = first_turn
+        .into_iter()
+        .chain(turns.first().copied())
+        .min()
+        .unwrap_or(0);
+    let last = turns.iter().copied().max().unwrap_or(0).max(first);
+
+    // Who made each call, and which calls were the last ones made.
+    let mut labels: HashMap<&str, String> = HashMap::new();
+    let mut last_calls: Vec<&str> = Vec::new();
+    let mut last_call_message = None;
+    let mut in_flight: Option<(usize, String)> = None;
+    for (i, m) in messages.iter().enumerate() {
+        if m.role != Role::Assistant || m.tool_calls.is_empty() {
+            continue;
+        }
+        last_calls.clear();
+        last_call_message = Some(i);
+        let mut touched = Vec::new();
+        for call in &m.tool_calls {
+            labels.insert(call.id.as_str(), call_label(&call.name, &call.arguments));
+            last_calls.push(call.id.as_str());
+            paths_in(&call.arguments, &mut touched);
+        }
+        if let Some(p) = touched.last() {
+            in_flight = Some((turns[i], p.clone()));
+        }
+        files.extend(touched);
+    }
+    let newest_user = messages.iter().rposition(|m| m.role == Role::User);
+    let request_chars =
+        (req.target_tokens * REQUEST_SHARE_PERCENT / 100 * CHARS_PER_TOKEN) as usize;
+
+    for (i, m) in messages.iter().enumerate() {
+        let turn = turns[i];
+        refs.extend(
+            archive_refs()
+                .find_iter(&m.content)
+                .map(|r| r.as_str().to_string()),
+        );
+        seq += 1;
+        let source = seq;
+        match m.role {
+            Role::Tool => {
+                if broken.tool_content {
+                    continue; // Mutant: nothing of tool results.
+                }
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                let label = labels
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| "result()".to_string());
+                let command = last_calls.contains(&id);
+                if sentences(&m.content).iter().any(|s| claims().is_match(s)) {
+                    seq += 1;
+                    items.push(Item::omission(turn, "tool", seq, source));
+                }
+                let mut lines = top_lines(&m.content, MAX_LINES_PER_RESULT);
+                if lines.is_empty() && command {
+                    // The last command's output says something even without key lines:
+                    // its first line.
+                    if let Some(head) = m.content.lines().map(str::trim).find(|l| !l.is_empty()) {
+                        if !claims().is_match(head) {
+                            lines = top_lines(&clip(&one_line(head), 120), 1);
+                        }
+                    }
+                }
+                for (rank, line) in lines.into_iter().enumerate() {
+                    seq += 1;
+                    let text = if line.verification {
+                        historical(turn, &line.text)
+                    } else {
+                        line.text.clone()
+                    };
+                    let (section, tag, base) = if command {
+                        (Section::Task, "command", COMMAND_SCORE)
+                    } else {
+                        (Section::ToolLines, "tool", 30)
+                    };
+                    items.push(Item {
+                        section,
+                        turn,
+                        tag,
+                        seq,
+                        text,
+                        // The k-th line of a result ranks a little below every result's
+                        // (k−1)-th: results share the space (a parallel batch's second
+                        // result is not starved by its first).
+                        score: base + 5 * line.score - 3 * rank as i64,
+                        source,
+                        label: Some(label.clone()),
+                        group: Some(format!("tool:{}", occurrence_key(&line.text))),
+                        whole: command,
+                    });
+                }
+            }
+            Role::Assistant => {
+                if Some(i) == last_call_message {
+                    // The last command itself (its results join its line).
+                    for call in &m.tool_calls {
+                        seq += 1;
+                        items.push(Item {
+                            section: Section::Task,
+                            turn,
+                            tag: "command",
+                            seq,
+                            text: String::new(),
+                            score: COMMAND_SCORE + 20,
+                            source,
+                            label: labels.get(call.id.as_str()).cloned(),
+                            group: None,
+                            whole: true,
+                        });
+                    }
+                }
+                if broken.assistant_text {
+                    continue; // Mutant: no assistant text.
+                }
+                let is_final = is_final(&messages, &turns, i);
+                let tag = if is_final { "answer" } else { "assistant" };
+                for (k, s) in sentences(&m.content).into_iter().enumerate() {
+                    seq += 1;
+                    if claims().is_match(&s) {
+                        items.push(Item::omission(turn, tag, seq, source));
+                        continue;
+                    }
+                    let Some(mut score) = answer_score(&s, is_final, k == 0) else {
+                        continue;
+                    };
+                    let mut text = clip(&s, MAX_SENTENCE_CHARS);
+                    if verification().is_match(&s) {
+                        text = historical(turn, &text);
+                        score += 5;
+                    }
+                    let section = if score >= INFORMATIVE_ANSWER {
+                        Section::Answers
+                    } else {
+                        Section::Other
+                    };
+                    items.push(Item {
+                        section,
+                        turn,
+                        tag,
+                        seq,
+                        text,
+                        score,
+                        source,
+                        label: None,
+                        group: Some(format!("assistant:{}", occurrence_key(&s))),
+                        whole: false,
+                    });
+                }
+            }
+            Role::User | Role::System => {
+                let tag = if m.role == Role::User {
+                    "user"
+                } else {
+                    "system"
+                };
+                let sentence_list = sentences(&m.content);
+                if Some(i) == newest_user {
+                    let mut parts = request_parts(&m.content);
+                    if broken.first_part_only {
+                        parts.truncate(1); // Mutant: the later parts are forgotten.
+                    }
+                    let limits = part_limits(&parts, request_chars);
+                    for ((k, part), limit) in parts.into_iter().zip(limits) {
+                        seq += 1;
+                        let key = sentence_list.get(k).map_or(part.as_str(), String::as_str);
+                        if claims().is_match(&part) || claims().is_match(key) {
+                            items.push(Item::omission(turn, "request", seq, source));
+                            continue;
+                        }
+                        items.push(Item {
+                            section: Section::Task,
+                            turn,
+                            tag: "request",
+                            seq,
+                            text: clip_part(&part, limit),
+                            // When not every part fits, the informative ones go first.
+                            score: REQUEST_SCORE + statement_score(&part),
+                            source,
+                            label: None,
+                            group: Some(format!("user:{}", occurrence_key(key))),
+                            whole: true,
+                        });
+                    }
+                    continue;
+                }
+                // No positional term: a sentence ranks by what it says, wherever it sits.
+                for s in sentence_list {
+                    seq += 1;
+                    if claims().is_match(&s) {
+                        items.push(Item::omission(turn, tag, seq, source));
+                        continue;
+                    }
+                    let mut score = statement_score(&s);
+                    let mut text = clip(&s, MAX_SENTENCE_CHARS);
+                    if verification().is_match(&s) {
+                        text = historical(turn, &text);
+                        score += 5;
+                    }
+                    items.push(Item {
+                        section: user_section(&s),
+                        turn,
+                        tag,
+                        seq,
+                        text,
+                        score,
+                        source,
+                        label: None,
+                        group: Some(format!("user:{}", occurrence_key(&s))),
+                        whole: false,
+                    });
+                }
+            }
+        }
+    }
+    if let Some((turn, path)) = in_flight {
+        let named = items.iter().any(|it| {
+            it.tag == "command" && it.label.as_deref().is_some_and(|l| l.contains(&path))
+        });
+        if !named && !claims().is_match(&path) {
+            seq += 1;
+            items.push(Item {
+                section: Section::Task,
+                turn,
+                tag: "in-flight",
+                seq,
+                text: clip(&path, 160),
+                score: IN_FLIGHT_SCORE,
+                source: seq,
+                label: None,
+                group: None,
+                whole: true,
+            });
+        }
+    }
+    Collected {
+        items,
+        files,
+        refs,
+        turns: (first, last),
+    }
+}

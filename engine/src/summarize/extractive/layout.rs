@@ -1,0 +1,258 @@
+//! Budget allocation and the written summary.
+//!
+//! The summary must stay within `summary_target_tokens`. After the header and the fixed
+//! lines (archive references always; files touched when they fit a tenth of the budget),
+//! each kind of material gets a guaranteed share of what is left, in this order:
+//!
+//! | section | share | why first |
+//! | --- | --- | --- |
+//! | task state | 25 % | the newest request and where the work stood are what a resumed agent needs first |
+//! | rules and facts the user stated | 35 % | the constraints real agents forget |
+//! | tool key lines | 20 % | values the agent looked up and will need again |
+//! | assistant answers | 15 % | what the agent told the user |
+//!
+//! Within a section, items go by rank (newer first on ties). A section that needs less
+//! leaves its share to the rest, which is then filled by rank across every section —
+//! ordinary prose (no value, rule, decision or outcome) taking at most 15 %. No
+//! single message may take more than a quarter of the budget (the newest request's parts
+//! excepted: they are clipped to fit instead), so one huge paste cannot evict everything
+//! else. The written text is measured at the end and trimmed, lowest rank first, should the
+//! estimate of its line labels have been short.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::{Item, Section};
+use crate::summarize::SummaryRequest;
+
+/// Guaranteed shares (percent of what the fixed lines leave), in allocation order.
+const SHARES: [(Section, u64); 4] = [
+    (Section::Task, 25),
+    (Section::Statements, 35),
+    (Section::ToolLines, 20),
+    (Section::Answers, 15),
+];
+/// Most of what the fixed lines leave (percent) that ordinary prose may take.
+const PROSE_SHARE: u64 = 15;
+/// Most files listed on the files line.
+const MAX_FILES: usize = 20;
+/// Bound on trimming rounds after measuring (each drops one item).
+const MAX_TRIM_ROUNDS: usize = 512;
+
+/// The line an item is written on.
+fn line_key(it: &Item) -> (usize, &'static str, String) {
+    match it.tag {
+        "tool" => (it.turn, it.tag, format!("{}", it.source)),
+        "command" => (it.turn, it.tag, it.label.clone().unwrap_or_default()),
+        _ => (it.turn, it.tag, String::new()),
+    }
+}
+
+/// The label that opens an item's line.
+fn line_prefix(it: &Item) -> String {
+    format!(
+        "- [turn {} · {}] {}",
+        it.turn,
+        it.tag,
+        it.label.as_deref().unwrap_or("")
+    )
+}
+
+struct Allocation<'r, 'a> {
+    req: &'r SummaryRequest<'a>,
+    items: &'r [Item],
+    chosen: Vec<bool>,
+    used: u64,
+    budget: u64,
+    per_source: HashMap<usize, u64>,
+    per_source_cap: u64,
+    open_lines: HashSet<(usize, &'static str, String)>,
+}
+
+impl Allocation<'_, '_> {
+    /// Take item `i` if it fits the budget, the section allowance and its source's cap;
+    /// returns its cost when taken.
+    fn take(&mut self, i: usize, allowance: u64) -> Option<u64> {
+        let it = &self.items[i];
+        let mut cost = self.req.estimator.count_text(&it.text) + 2;
+        let key = line_key(it);
+        if !self.open_lines.contains(&key) {
+            cost += self.req.estimator.count_text(&line_prefix(it)) + 1;
+        }
+        if self.used + cost > self.budget || cost > allowance {
+            return None;
+        }
+        let src = self.per_source.get(&it.source).copied().unwrap_or(0);
+        if !it.whole && src + cost > self.per_source_cap {
+            return None;
+        }
+        self.per_source.insert(it.source, src + cost);
+        self.used += cost;
+        self.open_lines.insert(key);
+        self.chosen[i] = true;
+        Some(cost)
+    }
+}
+
+/// Rank order: score, then newer first.
+fn by_rank(items: &[Item], mut idx: Vec<usize>) -> Vec<usize> {
+    idx.sort_by(|&a, &b| {
+        items[b]
+            .score
+            .cmp(&items[a].score)
+            .then(items[b].seq.cmp(&items[a].seq))
+    });
+    idx
+}
+
+/// Write the summary: allocate, render, measure and trim.
+pub(super) fn write(
+    req: &SummaryRequest<'_>,
+    items: Vec<Item>,
+    files: &[String],
+    refs: &[String],
+    (first_turn, last_turn): (usize, usize),
+) -> String {
+    let est = req.estimator;
+    let header = format!(
+        "Historical conversation memory, turns {first_turn}–{last_turn} (extractive; secrets redacted, approval claims omitted):"
+    );
+    let budget = req.target_tokens;
+    let mut used = est.count_text(&header);
+    let mut fixed: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    let refs: Vec<&String> = refs.iter().filter(|r| seen.insert(r.as_str())).collect();
+    if !refs.is_empty() {
+        // Always: an archived output must stay addressable.
+        let line = format!(
+            "- [turn {last_turn} · archive] {}",
+            refs.iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        used += est.count_text(&line) + 1;
+        fixed.push(line);
+    }
+    let mut seen = HashSet::new();
+    let mut recent: Vec<&str> = Vec::new();
+    for f in files.iter().rev() {
+        if recent.len() == MAX_FILES {
+            break;
+        }
+        if seen.insert(f.as_str()) {
+            let trial: Vec<&str> = std::iter::once(f.as_str())
+                .chain(recent.iter().copied())
+                .collect();
+            let line = format!("- [turn {last_turn} · files] {}", trial.join(", "));
+            if est.count_text(&line) > budget / 10 {
+                break;
+            }
+            recent = trial;
+        }
+    }
+    if !recent.is_empty() {
+        let line = format!("- [turn {last_turn} · files] {}", recent.join(", "));
+        let t = est.count_text(&line) + 1;
+        if used + t <= budget {
+            used += t;
+            fixed.push(line);
+        }
+    }
+
+    let rest = budget.saturating_sub(used);
+    let mut a = Allocation {
+        req,
+        items: &items,
+        chosen: vec![false; items.len()],
+        used,
+        budget,
+        per_source: HashMap::new(),
+        per_source_cap: (budget / 4).max(64),
+        open_lines: HashSet::new(),
+    };
+    for (section, share) in SHARES {
+        let mut allowance = rest * share / 100;
+        let members: Vec<usize> = (0..items.len())
+            .filter(|&i| items[i].section == section)
+            .collect();
+        for i in by_rank(&items, members) {
+            if let Some(cost) = a.take(i, allowance) {
+                allowance -= cost;
+            }
+        }
+    }
+    // Ordinary prose (no value, rule, decision or outcome) is the least useful memory:
+    // it may fill at most a small share, however much room is left.
+    let mut prose_allowance = rest * PROSE_SHARE / 100;
+    for i in by_rank(&items, (0..items.len()).collect()) {
+        if a.chosen[i] {
+            continue;
+        }
+        if items[i].section == Section::Other {
+            if let Some(cost) = a.take(i, prose_allowance) {
+                prose_allowance -= cost;
+            }
+        } else {
+            a.take(i, u64::MAX);
+        }
+    }
+    let mut chosen = a.chosen;
+
+    let mut out = render(&header, &items, &chosen, &fixed);
+    let mut rounds = 0;
+    while est.count_text(&out) > budget && rounds < MAX_TRIM_ROUNDS {
+        let Some(worst) = by_rank(&items, (0..items.len()).filter(|&i| chosen[i]).collect())
+            .last()
+            .copied()
+        else {
+            break;
+        };
+        chosen[worst] = false;
+        out = render(&header, &items, &chosen, &fixed);
+        rounds += 1;
+    }
+    out
+}
+
+/// The summary text: header, the chosen items in conversation order (one line per turn and
+/// tag; one per result for tool lines), then the fixed lines.
+fn render(header: &str, items: &[Item], chosen: &[bool], fixed: &[String]) -> String {
+    // (turn, first seq) → (prefix, joiner, texts)
+    let mut lines: BTreeMap<(usize, usize), (String, &str, Vec<&str>)> = BTreeMap::new();
+    let mut first_seq: HashMap<(usize, &'static str, String), usize> = HashMap::new();
+    let mut order: Vec<usize> = (0..items.len()).filter(|&i| chosen[i]).collect();
+    order.sort_by_key(|&i| items[i].seq);
+    for i in order {
+        let it = &items[i];
+        let first = *first_seq.entry(line_key(it)).or_insert(it.seq);
+        let joiner = if it.label.is_some() { " | " } else { " " };
+        let line = lines
+            .entry((it.turn, first))
+            .or_insert_with(|| (line_prefix(it), joiner, Vec::new()));
+        if !it.text.is_empty() {
+            line.2.push(&it.text);
+        }
+    }
+    let mut out = header.to_string();
+    for (prefix, joiner, texts) in lines.into_values() {
+        out.push('\n');
+        let labelled = !prefix.ends_with("] ");
+        match (labelled, texts.is_empty()) {
+            (true, true) => out.push_str(&prefix),
+            (true, false) => {
+                out.push_str(&prefix);
+                out.push_str(": ");
+                out.push_str(&texts.join(joiner));
+            }
+            (false, _) => {
+                out.push_str(&prefix);
+                out.push_str(&texts.join(joiner));
+            }
+        }
+    }
+    for f in fixed {
+        out.push('\n');
+        out.push_str(f);
+    }
+    out
+}

@@ -1,0 +1,142 @@
+//! Rolling: a previous extractive summary's lines re-enter the competition.
+//!
+//! Each line a previous summary wrote (`- [turn N · tag] …`) is parsed back into items of
+//! the section it came from and ranked by the same rules as new material, with a small bonus
+//! for having survived once. The newest request of an older checkpoint is no longer the
+//! newest: it comes back as ordinary user statements. The file in flight is stale and is
+//! dropped (the files line keeps it).
+
+use super::answers::{answer_score, INFORMATIVE_ANSWER};
+use super::rules::statement_score;
+use super::text::{occurrence_key, sentences};
+use super::tool_lines::key_lines;
+use super::{user_section, Item, Section, OMISSION_MARKER};
+
+/// What a previous checkpoint survived with earns in the next one.
+const SURVIVED_BONUS: i64 = 10;
+
+/// The parsed previous summary.
+#[derive(Debug, Default)]
+pub(super) struct Previous {
+    pub items: Vec<Item>,
+    pub files: Vec<String>,
+    pub refs: Vec<String>,
+    pub first_turn: Option<usize>,
+}
+
+/// A sentence's text without its verification label, for ranking.
+fn unlabelled(s: &str) -> &str {
+    match s.strip_prefix("(historical, turn ") {
+        Some(rest) => rest.split_once(") ").map_or(s, |(_, t)| t),
+        None => s,
+    }
+}
+
+/// Parse `summary` (written by this summarizer) into items; `seq` numbers them.
+pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
+    let mut out = Previous::default();
+    for line in summary.lines() {
+        let Some(rest) = line.strip_prefix("- [turn ") else {
+            continue;
+        };
+        let Some((head, body)) = rest.split_once("] ") else {
+            continue;
+        };
+        let Some((turn, tag)) = head.split_once(" · ") else {
+            continue;
+        };
+        let Ok(turn) = turn.trim().parse::<usize>() else {
+            continue;
+        };
+        out.first_turn = Some(out.first_turn.map_or(turn, |t| t.min(turn)));
+        *seq += 1;
+        let source = *seq;
+        match tag.trim() {
+            "files" => out.files.extend(body.split(", ").map(str::to_string)),
+            "archive" => out.refs.extend(
+                body.split(' ')
+                    .filter(|s| s.starts_with("archive://"))
+                    .map(str::to_string),
+            ),
+            "in-flight" => {}
+            "tool" | "command" => {
+                let Some((label, lines)) = body.split_once("): ") else {
+                    continue;
+                };
+                for text in lines.split(" | ").filter(|t| !t.trim().is_empty()) {
+                    *seq += 1;
+                    let rank = key_lines(unlabelled(text)).first().map_or(5, |k| k.score);
+                    out.items.push(Item {
+                        section: Section::ToolLines,
+                        turn,
+                        tag: "tool",
+                        seq: *seq,
+                        text: text.to_string(),
+                        score: 30 + 5 * rank + SURVIVED_BONUS,
+                        source,
+                        label: Some(format!("{label})")),
+                        group: Some(format!("tool:{}", occurrence_key(unlabelled(text)))),
+                        whole: false,
+                    });
+                }
+            }
+            tag @ ("assistant" | "answer") => {
+                let tag = if tag == "answer" {
+                    "answer"
+                } else {
+                    "assistant"
+                };
+                for s in sentences(body) {
+                    *seq += 1;
+                    if s == OMISSION_MARKER {
+                        out.items.push(Item::omission(turn, tag, *seq, source));
+                        continue;
+                    }
+                    let Some(score) = answer_score(unlabelled(&s), tag == "answer", false) else {
+                        continue;
+                    };
+                    out.items.push(Item {
+                        section: if score >= INFORMATIVE_ANSWER {
+                            Section::Answers
+                        } else {
+                            Section::Other
+                        },
+                        turn,
+                        tag,
+                        seq: *seq,
+                        group: Some(format!("assistant:{}", occurrence_key(unlabelled(&s)))),
+                        text: s,
+                        score: score + SURVIVED_BONUS,
+                        source,
+                        label: None,
+                        whole: false,
+                    });
+                }
+            }
+            other => {
+                let tag = if other == "system" { "system" } else { "user" };
+                for s in sentences(body) {
+                    *seq += 1;
+                    if s == OMISSION_MARKER {
+                        out.items.push(Item::omission(turn, tag, *seq, source));
+                        continue;
+                    }
+                    let plain = unlabelled(&s);
+                    out.items.push(Item {
+                        section: user_section(plain),
+                        turn,
+                        tag,
+                        seq: *seq,
+                        group: Some(format!("user:{}", occurrence_key(plain))),
+                        score: statement_score(plain) + SURVIVED_BONUS,
+                        text: s,
+                        source,
+                        label: None,
+                        whole: false,
+                    });
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,246 @@
+//! Rules and facts the user stated: how much a user sentence reads like a standing rule.
+//!
+//! A constraint is recognised by its *structure*, not by a trigger word that ordinary prose
+//! also contains: an obligation or prohibition (*must*, *never*, *shall*, *is not allowed*),
+//! a directive opening (*Never …*, *Always …*, *Do not …*, *Keep …*, *Use …*), a subject
+//! bound by a modal (*we must*, *the API has to*), or a scope that makes it standing (*from
+//! now on*, *until further notice*, *unless*). Soft words (*should*, *only*, *instead*,
+//! *prefer*) count only inside such a structure, and naming something concrete (see
+//! [`specifics`]) is what separates "keep the cache TTL at 300 s" from "keep in mind that
+//! it is slow". Hedged sentences and questions are not rules.
+//!
+//! There is no positional term: a rule stated in passing in the middle of a long message
+//! ranks like one stated first.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::text::{is_question, names_a_name, specifics, words};
+
+fn strong() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A directive opening: the sentence itself is an instruction.
+fn directive_opening() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)^(?:(?:please|and|also|so|but|remember|note|important|reminder|rule|constraint)\b[,:!]?\s+)*(?:do not|don't|never|always|avoid|only|make sure|ensure|keep|use|stick to|stay|prefer|leave|pin|no more|no longer)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A subject bound by a strong modal (`we must`, `the API has to`, `nobody may`).
+fn bound_subject() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(?:you|we|it|they|everything|everyone|all|every|each|any|(?:the|this|that|our|your|its|their) (?:[\w-]+ ){0,2}[\w-]+|[\w-]+s)\s+(?:must|shall|has to|have to|needs? to|is to|are to|may not|can ?not|can't|will always|will never|may only|can only)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A subject with a soft modal (`we should`): weaker than [`bound_subject`].
+fn soft_subject() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(?:you|we|everyone|all|every|each)\s+(?:should|ought to)\b")
+            .expect("static regex")
+    })
+}
+
+/// A scope that makes a statement standing from here on: whatever follows it is a rule
+/// (or a changed one).
+fn standing() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(from now on|going forward|until further notice|for the rest of (the|this) (session|project))\b")
+            .expect("static regex")
+    })
+}
+
+/// A restriction: `only` bound to where, when or for whom (`only on Tuesdays`, `only in
+/// staging`) — unlike `only` as a mere adverb (`it only takes a second`).
+fn restriction() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\bonly (on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b")
+            .expect("static regex")
+    })
+}
+
+/// A scope or bound that qualifies a rule (weaker: prose uses these too).
+fn scope() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(unless|except|until|at most|at least|no more than|no later than|by default|in every|for every|for all)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A universal subject (`Every public function …`, `No handler …`): a statement about all
+/// of something is a rule whatever its verb.
+fn universal() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)^(?:[\w ]{0,30}:\s*)?(?:every|each|all|no|none of the)\s+\w")
+            .expect("static regex")
+    })
+}
+
+/// An obligation verb (`needs`, `requires`).
+fn obligation() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"(?i)\b(needs?|requires?)\b").expect("static regex"))
+}
+
+/// Work announced for later (`next step`, `after that`, `still need to`): the follow-ups a
+/// resumed agent must not drop.
+fn follow_up() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(next steps?|after (that|this|the [\w-]+)|afterwards|later on|to-?do|follow[- ]ups?|still (need|have) to|remaining work|once [\w ]{1,40} (is|are) done)\b",
+        )
+        .expect("static regex")
+    })
+}
+
+/// Whether `sentence` announces work for later.
+pub fn is_follow_up(sentence: &str) -> bool {
+    follow_up().is_match(sentence) && !is_question(sentence)
+}
+
+fn hedge() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(maybe|perhaps|might|probably|i think|i guess|i wonder|not sure|could be|i suppose)\b")
+            .expect("static regex")
+    })
+}
+
+/// How rule-like `sentence` is: 0 for ordinary prose, 3 or more for a clear rule.
+pub fn rule_strength(sentence: &str) -> u32 {
+    if is_question(sentence) {
+        return 0;
+    }
+    let mut s = 0i32;
+    if strong().is_match(sentence) {
+        s += 3;
+    }
+    // A directive may open the sentence or any of its clauses (`…; do not change it`).
+    if sentence
+        .split([';', ':', '—'])
+        .any(|clause| directive_opening().is_match(clause.trim_start()))
+    {
+        s += 2;
+    }
+    if bound_subject().is_match(sentence) {
+        s += 2;
+    } else if soft_subject().is_match(sentence) {
+        s += 1;
+    }
+    if universal().is_match(sentence.trim_start()) {
+        s += 2;
+    }
+    if obligation().is_match(sentence) {
+        s += 1;
+    }
+    if restriction().is_match(sentence) {
+        s += 3;
+    }
+    if standing().is_match(sentence) {
+        s += 3;
+    }
+    s += scope().find_iter(sentence).count().min(2) as i32;
+    if s > 0 && specifics(sentence) > 0 {
+        s += 1;
+    }
+    if hedge().is_match(sentence) {
+        s -= 2;
+    }
+    if words(sentence) > 60 {
+        s -= 1;
+    }
+    s.max(0) as u32
+}
+
+/// The rank of a user (or system) sentence: rules first, then statements naming values,
+/// ordinary prose last.
+pub fn statement_score(sentence: &str) -> i64 {
+    let rule = i64::from(rule_strength(sentence));
+    let spec = i64::from(specifics(sentence).min(4));
+    // Below the rule threshold a structure cue is weak evidence (word salad can open with
+    // "Only …"): it must not outrank a statement that names values.
+    let rule_weight = if rule >= 3 { 12 } else { 4 };
+    let mut score = 30 + rule * rule_weight + spec * 8;
+    if names_a_name(sentence) {
+        score += 4;
+    }
+    if is_follow_up(sentence) {
+        score += 24;
+    }
+    if is_question(sentence) {
+        score -= 15;
+    }
+    if words(sentence) < 3 && spec == 0 {
+        score -= 15;
+    }
+    score
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_are_recognised_by_structure() {
+        for s in [
+            "All storage must use PostgreSQL 16; never SQLite.",
+            "Never push to main without a review.",
+            "Keep the cache TTL at 300 seconds.",
+            "From now on, deploy only from the release branch.",
+            "Do not touch vendor/ at all.",
+            "The public API has to stay at v2.",
+            "and by the way the retry budget must stay at 5 attempts",
+            "Every public function needs a doc comment with an example.",
+            "Production deploys happen only on Tuesdays and Thursdays.",
+            "The orders table is frozen until the audit ends; do not change its columns.",
+        ] {
+            assert!(rule_strength(s) >= 3, "{s}: {}", rule_strength(s));
+        }
+        for s in [
+            "The parser should only be slow on large inputs, instead of small ones.",
+            "Keep in mind that it is slow.",
+            "I think we might want to refactor this one day.",
+            "Should we use SQLite?",
+            "It was a long day and the build was fine.",
+            "All of this looks fine.",
+            "It only takes a second.",
+        ] {
+            assert!(rule_strength(s) < 3, "{s}: {}", rule_strength(s));
+        }
+    }
+
+    #[test]
+    fn rules_outrank_values_and_values_outrank_prose() {
+        let rule = statement_score("Never deploy on Fridays.");
+        let fact = statement_score("The deploy region is us-east-2.");
+        let prose = statement_score("It would be nice if things went smoothly overall.");
+        assert!(rule > fact && fact > prose, "{rule} {fact} {prose}");
+        let next = statement_score("Next step after the refactor: split the parser in two.");
+        assert!(next > fact, "{next} {fact}");
+    }
+}
