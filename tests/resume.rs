@@ -7,6 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use std::time::{Duration, Instant};
 use support::{ctxbench, text, without_timing};
@@ -56,15 +57,67 @@ fn run_args(out: &str) -> Vec<&str> {
     a
 }
 
+/// The uninterrupted run of [`PLAN`], run once per test binary and shared: every test that
+/// needs it reads it or copies it (see [`base_copy`]), none changes it.
+struct Base {
+    _dir: tempfile::TempDir,
+    run: std::path::PathBuf,
+    /// The run's verdict line.
+    verdict: Option<String>,
+}
+
+fn shared_base() -> &'static Base {
+    static BASE: OnceLock<Base> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let o = ctxbench(dir.path(), &run_args("base"));
+        assert!(ran(&o), "{}", text(&o));
+        Base {
+            run: dir.path().join("base"),
+            _dir: dir,
+            verdict: verdict(&o),
+        }
+    })
+}
+
+fn base() -> &'static Path {
+    &shared_base().run
+}
+
+fn verdict(o: &std::process::Output) -> Option<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .map(str::to_string)
+}
+
+/// A private copy of the shared uninterrupted run at `dir/base`, to tamper with and resume.
+fn base_copy(dir: &Path) -> std::path::PathBuf {
+    let to = dir.join("base");
+    copy_dir(base(), &to);
+    to
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
 #[test]
 fn resume_after_kill_9_runs_every_trial_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     // The workspace root, watched for what killed runs leave behind.
     let work = dir.path().join("workspaces");
     std::fs::create_dir_all(&work).unwrap();
-    let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(ran(&base), "{}", text(&base));
-    let expected = trial_counts(&dir.path().join("base"));
+    let expected = trial_counts(base());
     let total = expected.len();
     assert!(total >= 20, "{total}");
 
@@ -134,7 +187,7 @@ fn resume_after_kill_9_runs_every_trial_exactly_once() {
         for csv in ["trials.csv", "requests.csv", "summary.csv"] {
             assert_eq!(
                 stable_csv(&run, csv),
-                stable_csv(&dir.path().join("base"), csv),
+                stable_csv(base(), csv),
                 "{csv} after kill at {kill_after}"
             );
         }
@@ -158,9 +211,7 @@ fn resume_tampered(
     tamper: impl FnOnce(&Path),
 ) -> (std::process::Output, serde_json::Value, String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(ran(&base), "{}", text(&base));
-    let run = dir.path().join("base");
+    let run = base_copy(dir.path());
     let expected_requests = stable_csv(&run, "requests.csv");
     let expected_trials = stable_csv(&run, "trials.csv");
     tamper(&run);
@@ -280,9 +331,7 @@ fn a_duplicated_trial_row_is_refused_before_anything_runs() {
 #[test]
 fn torn_final_records_are_cut_and_their_trials_rerun() {
     let dir = tempfile::tempdir().unwrap();
-    let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(ran(&base), "{}", text(&base));
-    let run = dir.path().join("base");
+    let run = base_copy(dir.path());
     let expected_requests = stable_csv(&run, "requests.csv");
     let expected_trials = stable_csv(&run, "trials.csv");
 
@@ -369,19 +418,13 @@ fn token_cap_stops_cleanly_and_resume_finishes() {
         ],
     );
     assert!(ran(&o), "{}", text(&o));
-    let base = ctxbench(dir.path(), &run_args("base"));
-    assert!(ran(&base));
-    assert_eq!(
-        trial_counts(&run).len(),
-        trial_counts(&dir.path().join("base")).len()
-    );
+    assert_eq!(trial_counts(&run).len(), trial_counts(base()).len());
 }
 
 #[test]
 fn shards_merged_equal_the_unsharded_run() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = ctxbench(dir.path(), &run_args("whole"));
-    assert!(ran(&whole), "{}", text(&whole));
+    let whole = base();
     for (k, out) in [("1/2", "s1"), ("2/2", "s2")] {
         let mut args = run_args(out);
         args.extend_from_slice(&["--shard", k]);
@@ -396,17 +439,12 @@ fn shards_merged_equal_the_unsharded_run() {
     let merged = ctxbench(dir.path(), &["report", "s1", "s2", "--out", "merged"]);
     // The merge is the whole matrix: the same verdict as the unsharded run.
     assert_eq!(merged.status.code(), Some(0), "{}", text(&merged));
-    let verdict = |o: &std::process::Output| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .find(|l| l.starts_with("verdict: "))
-            .map(str::to_string)
-    };
-    assert_eq!(verdict(&merged), verdict(&whole), "{}", text(&merged));
+    assert!(shared_base().verdict.is_some());
+    assert_eq!(verdict(&merged), shared_base().verdict, "{}", text(&merged));
     for csv in ["trials.csv", "requests.csv", "summary.csv"] {
         assert_eq!(
             without_timing(&std::fs::read_to_string(dir.path().join("merged").join(csv)).unwrap()),
-            stable_csv(&dir.path().join("whole"), csv),
+            stable_csv(whole, csv),
             "{csv}: merged shards differ from the unsharded run"
         );
     }
