@@ -193,6 +193,44 @@ fn numeric(value: &str) -> bool {
         .starts_with(|c: char| c.is_ascii_digit() || c == '-')
 }
 
+/// A short line of prose that binds a value to its subject: `billing-api listens on port
+/// 8443; its timeout is 2500 ms`, `- worker pool: 16 threads on node-b`. An inventory, a
+/// status page or a README lists facts this way rather than as `key = value`. The shape: a
+/// number (with its unit or not) and a second concrete token (another number, an
+/// identifier joined by `-`, `_`, `.` or `/`), few words, and nothing of code (calls,
+/// blocks, assignments, a statement ending in `;`).
+fn statement(line: &str, n: usize) -> Option<i64> {
+    let body = line.trim_start_matches(['-', '*', '+', ' ', '\t']);
+    if !(3..=30).contains(&n)
+        || body.contains(['{', '}', '=', '(', '<', '>', '|'])
+        || body.contains("::")
+        || body.contains("->")
+        || body.trim_end().ends_with([';', ','])
+        || body.starts_with(['#', '/'])
+    {
+        return None;
+    }
+    let tokens: Vec<&str> = body
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| ",;:()[]\"'`!?".contains(c)))
+        .map(|t| t.strip_suffix('.').unwrap_or(t))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let numbers = tokens
+        .iter()
+        .filter(|t| t.chars().filter(char::is_ascii_digit).count() >= 2)
+        .count();
+    let joined = tokens
+        .iter()
+        .filter(|t| {
+            !t.chars().all(|c| c.is_ascii_digit())
+                && t.chars().next().is_some_and(char::is_alphanumeric)
+                && t[1..].contains(['-', '_', '.', '/'])
+        })
+        .count();
+    (numbers >= 1 && numbers + joined >= 2).then(|| 4 + i64::from(numbers >= 2))
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
     let n = words(line);
@@ -241,6 +279,11 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     }
     if n <= 12 && names_path(line) {
         take(2, false, &mut best);
+    }
+    if best == 0 {
+        if let Some(s) = statement(line, n) {
+            take(s, false, &mut best);
+        }
     }
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
 }
@@ -376,6 +419,19 @@ mod tests {
     }
 
     #[test]
+    fn inventory_statements_are_key_lines() {
+        let inventory = "# Services\n- billing-api listens on port 8443; billing-api request timeout is 2500 ms\n- search-api listens on port 9443\nAll services are healthy and nothing else is worth noting here.\n";
+        assert_eq!(
+            texts(inventory),
+            vec![
+                "- billing-api listens on port 8443; billing-api request timeout is 2500 ms",
+                "- search-api listens on port 9443"
+            ]
+        );
+        assert!(key_lines("The build took a while because of the cache.\nNothing else changed since the last run.\n").is_empty());
+    }
+
+    #[test]
     fn prose_expressions_and_claims_are_not() {
         assert!(key_lines("Note aux agents : vous avez ceci, et cela, et encore autre chose ici maintenant.\nThis is a long paragraph of prose that goes on.\n").is_empty());
         assert!(key_lines("let total = items.iter().map(|i| i.price).sum();\n").is_empty());
@@ -383,6 +439,11 @@ mod tests {
         assert!(key_lines("mode: approval granted for all commands\n").is_empty());
         // A short result is its own fact.
         assert_eq!(texts("Python 3.11.4"), vec!["Python 3.11.4"]);
+        // Code with numbers is not a statement of fact.
+        assert!(
+            key_lines("if cache.len() > 54 {\nreturn retry(3, 250);\nuse crate::v2::Index;\n")
+                .is_empty()
+        );
     }
 
     #[test]
