@@ -4,10 +4,26 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The exit codes every command shares (`src/exit.rs`), shown under `--help`.
+const EXIT_CODES: &str = "Exit codes:
+  0  pass: every gate passed (run, gate, report), every mutant caught (selftest), every check passed (conformance)
+  1  a pre-registered gate failed, a mutant escaped, or a conformance check failed
+  2  bad input: flags, scenario or gates files (file:line:column and what was expected)
+  3  INCOMPLETE: the evidence cannot decide (too few sessions, missing shards or trials)
+  4  the run itself failed (run storage, an internal error); a failure of the system under
+     test or of its provider is a failed or errored trial, judged by the gates, not this";
+
 /// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
 /// recovery) against a deterministic fake provider, and gate on the evidence.
 #[derive(Debug, Parser)]
-#[command(name = "ctxbench", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "ctxbench",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
