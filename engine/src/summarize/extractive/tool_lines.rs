@@ -19,7 +19,7 @@ use regex::Regex;
 use super::text::{claims, clip, one_line, words};
 
 /// Most key lines kept from one tool result.
-pub const MAX_LINES_PER_RESULT: usize = 4;
+pub const MAX_LINES_PER_RESULT: usize = 6;
 /// Longest key line kept, in characters.
 pub const MAX_LINE_CHARS: usize = 160;
 /// A result at most this long (one line, a few words) is its own key line: a short output
@@ -200,6 +200,19 @@ fn numeric(value: &str) -> bool {
 /// identifier joined by `-`, `_`, `.` or `/`), few words, and nothing of code (calls,
 /// blocks, assignments, a statement ending in `;`).
 fn statement(line: &str, n: usize) -> Option<i64> {
+    // A table row (`| eu-west-3 | 12 replicas |`) is a statement whose cells are its words;
+    // a separator row (`|---|:--|`) says nothing.
+    let row = line.trim();
+    let cells;
+    let line = if row.len() > 2 && row.starts_with('|') && row.ends_with('|') {
+        if row.chars().all(|c| "|-: ".contains(c)) {
+            return None;
+        }
+        cells = row.trim_matches('|').replace('|', " ; ");
+        cells.as_str()
+    } else {
+        line
+    };
     let body = line.trim_start_matches(['-', '*', '+', ' ', '\t']);
     if !(3..=30).contains(&n)
         || body.contains(['{', '}', '=', '(', '<', '>', '|'])
@@ -288,6 +301,57 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
 }
 
+/// The nesting of an indented `key:` document (YAML, TOML-like listings): which section
+/// keys enclose each line. `port: 8443` under `billing:` means nothing once the section
+/// header is gone, and two services' settings look alike; kept as `billing.port: 8443`
+/// the line still says whose it is.
+struct Sections {
+    /// Per line: the enclosing section keys, outermost first.
+    paths: Vec<Vec<String>>,
+}
+
+impl Sections {
+    fn of(content: &str) -> Self {
+        static HEADER: OnceLock<Regex> = OnceLock::new();
+        let header = HEADER.get_or_init(|| {
+            Regex::new(r"^(\s*)(?:-\s+)?([A-Za-z_][\w.\-]{0,40}):\s*$").expect("static regex")
+        });
+        let mut stack: Vec<(usize, String)> = Vec::new();
+        let mut paths = Vec::new();
+        for line in content.lines() {
+            let indent = line.len() - line.trim_start().len();
+            if !line.trim().is_empty() {
+                while stack.last().is_some_and(|(i, _)| *i >= indent) {
+                    stack.pop();
+                }
+            }
+            paths.push(stack.iter().map(|(_, k)| k.clone()).collect());
+            if let Some(c) = header.captures(line) {
+                stack.push((c[1].len(), c[2].to_string()));
+            }
+        }
+        Sections { paths }
+    }
+
+    /// `line` (trimmed, at `position`) with its enclosing keys: only a `key: value` setting
+    /// is qualified, and the outermost key only when there are two or more (a single
+    /// top-level wrapper such as `services:` adds nothing).
+    fn qualified(&self, position: usize, line: &str) -> String {
+        let Some(path) = self.paths.get(position).filter(|p| !p.is_empty()) else {
+            return line.to_string();
+        };
+        if key_value().captures(line).is_none() || line.starts_with(['-', '*']) {
+            return line.to_string();
+        }
+        let keep = if path.len() > 1 {
+            &path[1..]
+        } else {
+            &path[..]
+        };
+        format!("{}.{line}", keep.join("."))
+    }
+}
+
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
 /// one-line result is its own candidate. Lines that carry an approval/authority claim are
 /// never candidates (the caller marks their omission).
@@ -295,6 +359,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let mut out: Vec<KeyLine> = Vec::new();
     let whole = one_line(content);
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
+    let sections = Sections::of(content);
     for (position, line) in lines.iter().enumerate() {
         if line.is_empty() || claims().is_match(line) {
             continue;
@@ -302,7 +367,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         let Some((score, verification)) = score_line(line) else {
             continue;
         };
-        let text = clip(&one_line(line), MAX_LINE_CHARS);
+        let text = clip(
+            &one_line(&sections.qualified(position, line)),
+            MAX_LINE_CHARS,
+        );
         if out.iter().any(|k| k.text == text) {
             continue;
         }
@@ -428,7 +496,29 @@ mod tests {
                 "- search-api listens on port 9443"
             ]
         );
+        assert_eq!(
+            texts("| region | size |\n|---|---|\n| eu-west-3 | 12 replicas |\n"),
+            vec!["| eu-west-3 | 12 replicas |"]
+        );
         assert!(key_lines("The build took a while because of the cache.\nNothing else changed since the last run.\n").is_empty());
+    }
+
+    #[test]
+    fn nested_settings_keep_their_section() {
+        let yaml = "services:\n  billing:\n    port: 8443\n    replicas: 3\n  search:\n    port: 8444\n    replicas: 3\n";
+        assert_eq!(
+            texts(yaml),
+            vec![
+                "billing.port: 8443",
+                "billing.replicas: 3",
+                "search.port: 8444",
+                "search.replicas: 3"
+            ]
+        );
+        assert_eq!(
+            texts("timeout: 30\nretries: 4\n"),
+            vec!["timeout: 30", "retries: 4"]
+        );
     }
 
     #[test]
