@@ -301,6 +301,10 @@ pub struct ReportArgs {
     /// differences in index.html, summary.md and baseline.csv.
     #[arg(long, value_name = "BASE_RUN_DIR")]
     pub baseline: Vec<PathBuf>,
+    /// The run of another system under test on the same suite (repeatable, one directory
+    /// each): shown side by side with this run in index.html, summary.md and systems.csv.
+    #[arg(long = "system", value_name = "OTHER_RUN_DIR")]
+    pub systems: Vec<PathBuf>,
     /// Evaluate `--gates` that differ from the registered ones as exploratory (stamped in
     /// every output); without it they give no verdict.
     #[arg(long)]

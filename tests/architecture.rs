@@ -125,9 +125,7 @@ fn test_only_file(path: &std::path::Path) -> bool {
         };
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         lines.windows(2).any(|w| {
-            w[0] == "#[cfg(test)]"
-                && w[1].starts_with(|c| c == 'm' || c == 'p')
-                && w[1].ends_with("mod tests;")
+            w[0] == "#[cfg(test)]" && w[1].starts_with(['m', 'p']) && w[1].ends_with("mod tests;")
         })
     })
 }
