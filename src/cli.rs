@@ -6,12 +6,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// The exit codes every command shares (`src/exit.rs`), shown under `--help`.
 const EXIT_CODES: &str = "Exit codes:
-  0  pass: every gate passed (run, gate, report), every mutant caught (selftest), every check passed (conformance)
-  1  a pre-registered gate failed, a mutant escaped, or a conformance check failed
-  2  bad input: flags, scenario or gates files (file:line:column and what was expected)
-  3  INCOMPLETE: the evidence cannot decide (too few sessions, missing shards or trials)
-  4  the run itself failed (run storage, an internal error); a failure of the system under
-     test or of its provider is a failed or errored trial, judged by the gates, not this";
+  0  pass; selftest: every mutant caught; conformance: every check passed
+  1  a gate failed, a mutant escaped, or a conformance check failed
+  2  bad input: flags, scenario or gates files (file:line:column)
+  3  INCOMPLETE: the evidence cannot decide (too few sessions, missing
+     shards or trials)
+  4  the run itself failed (run storage, an internal error); a failure of
+     the system under test or its provider is a failed or errored trial
+
+Where the rest is explained:
+  stop reasons: docs/agent-protocol.md, \"Reasons\"
+  agent failures: docs/agent-protocol.md, \"Failures of the agent…\"
+  conformance checks: docs/runtime-authors.md
+  gates and INCOMPLETE: docs/gates.md
+  scenario and gates-file errors: docs/scenario-format.md";
 
 /// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
 /// recovery) against a deterministic fake provider, and gate on the evidence.

@@ -241,7 +241,8 @@ fn bad_flags_exit_2() {
     let help = String::from_utf8_lossy(&out.stdout);
     for code in [
         "0  pass",
-        "1  a pre-registered gate failed",
+        "docs/agent-protocol.md",
+        "1  a gate failed",
         "2  bad input",
         "3  INCOMPLETE",
         "4  the run itself failed",
