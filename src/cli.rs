@@ -4,10 +4,34 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The exit codes every command shares (`src/exit.rs`), shown under `--help`.
+const EXIT_CODES: &str = "Exit codes:
+  0  pass; selftest: every mutant caught; conformance: every check passed
+  1  a gate failed, a mutant escaped, or a conformance check failed
+  2  bad input: flags, scenario or gates files (file:line:column)
+  3  INCOMPLETE: the evidence cannot decide (too few sessions, missing
+     shards or trials)
+  4  the run itself failed (run storage, an internal error); a failure of
+     the system under test or its provider is a failed or errored trial
+
+Where the rest is explained:
+  stop reasons: docs/agent-protocol.md, \"Reasons\"
+  agent failures: docs/agent-protocol.md, \"Failures of the agent…\"
+  conformance checks: docs/runtime-authors.md
+  gates and INCOMPLETE: docs/gates.md
+  scenario and gates-file errors: docs/scenario-format.md";
+
 /// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
 /// recovery) against a deterministic fake provider, and gate on the evidence.
 #[derive(Debug, Parser)]
-#[command(name = "ctxbench", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "ctxbench",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
@@ -285,6 +309,10 @@ pub struct ReportArgs {
     /// differences in index.html, summary.md and baseline.csv.
     #[arg(long, value_name = "BASE_RUN_DIR")]
     pub baseline: Vec<PathBuf>,
+    /// The run of another system under test on the same suite (repeatable, one directory
+    /// each): shown side by side with this run in index.html, summary.md and systems.csv.
+    #[arg(long = "system", value_name = "OTHER_RUN_DIR")]
+    pub systems: Vec<PathBuf>,
     /// Evaluate `--gates` that differ from the registered ones as exploratory (stamped in
     /// every output); without it they give no verdict.
     #[arg(long)]

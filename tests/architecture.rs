@@ -91,39 +91,17 @@ fn code_that_judges_cannot_reach_the_engine() {
 #[test]
 fn the_engine_ships_no_use_of_the_fake_model() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/src");
-    let mut dirs = vec![root];
-    let mut sources = Vec::new();
-    while let Some(p) = dirs.pop() {
-        if p.is_dir() {
-            dirs.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
-        } else {
-            let text = std::fs::read_to_string(&p).unwrap();
-            sources.push((p, text));
-        }
-    }
-    // Module files declared under `#[cfg(test)]` (`#[cfg(test)] mod tests;`) are test code.
-    let mut test_only = std::collections::BTreeSet::new();
-    for (p, text) in &sources {
-        let dir = match p.file_name().and_then(|n| n.to_str()) {
-            Some("lib.rs" | "mod.rs") => p.parent().unwrap().to_path_buf(),
-            _ => p.with_extension(""),
-        };
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        for pair in lines.windows(2) {
-            let declared = pair[1]
-                .trim_start_matches("pub(super) ")
-                .trim_start_matches("pub(crate) ")
-                .strip_prefix("mod ")
-                .and_then(|m| m.strip_suffix(';'));
-            if let (true, Some(m)) = (pair[0] == "#[cfg(test)]", declared) {
-                test_only.insert(dir.join(format!("{m}.rs")));
-                test_only.insert(dir.join(m).join("mod.rs"));
-            }
-        }
-    }
-    assert!(!test_only.is_empty(), "no test-only module files found");
+    let mut files = vec![root];
     let mut offenders = Vec::new();
-    for (p, text) in sources.iter().filter(|(p, _)| !test_only.contains(p)) {
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if test_only_file(&p) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
         // Shipped code only: everything above the first test module.
         let shipped = text.split("#[cfg(test)]").next().unwrap_or("");
         for (n, line) in shipped.lines().enumerate() {
@@ -133,4 +111,21 @@ fn the_engine_ships_no_use_of_the_fake_model() {
         }
     }
     assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+/// Whether `path` is a `tests.rs` its parent module includes only under `#[cfg(test)]`.
+fn test_only_file(path: &std::path::Path) -> bool {
+    if path.file_name().and_then(|n| n.to_str()) != Some("tests.rs") {
+        return false;
+    }
+    let dir = path.parent().unwrap();
+    ["mod.rs", "lib.rs"].iter().any(|parent| {
+        let Ok(text) = std::fs::read_to_string(dir.join(parent)) else {
+            return false;
+        };
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        lines.windows(2).any(|w| {
+            w[0] == "#[cfg(test)]" && w[1].starts_with(['m', 'p']) && w[1].ends_with("mod tests;")
+        })
+    })
 }

@@ -235,6 +235,20 @@ fn bad_flags_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let out = ctxbench(tmp.path(), &["gate", "no-such-dir"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    // The codes are documented where a user looks first.
+    let out = ctxbench(tmp.path(), &["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for code in [
+        "0  pass",
+        "docs/agent-protocol.md",
+        "1  a gate failed",
+        "2  bad input",
+        "3  INCOMPLETE",
+        "4  the run itself failed",
+    ] {
+        assert!(help.contains(code), "{code} missing from --help:\n{help}");
+    }
 }
 
 #[test]

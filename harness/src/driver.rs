@@ -492,7 +492,13 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
                             name: model.model.clone(),
                             context_window: model.context_window,
                             max_output_tokens: model.max_output_tokens,
-                            capabilities: model.clone(),
+                            // Provider-native (opaque) compaction is not served over
+                            // the wire: the handshake must not promise it.
+                            capabilities: ctxbench_adapters::capabilities::ModelCapabilities {
+                                native_compaction:
+                                    ctxbench_adapters::capabilities::NativeCompaction::Unsupported,
+                                ..model.clone()
+                            },
                         },
                         workspace: workdir.to_path_buf(),
                         instructions_path: config.instructions_path.clone(),

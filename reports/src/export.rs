@@ -44,6 +44,8 @@ pub struct ReportData<'a> {
     pub trial_rows: Vec<Range<usize>>,
     /// The comparison with a baseline run, when the report has one.
     pub baseline: Option<Comparison>,
+    /// Other systems under test side by side, when the report has them.
+    pub systems: Option<crate::systems::Systems>,
 }
 
 impl<'a> ReportData<'a> {
@@ -66,6 +68,7 @@ impl<'a> ReportData<'a> {
             compaction,
             trial_rows,
             baseline: None,
+            systems: None,
         })
     }
 
@@ -265,6 +268,23 @@ impl Exporter for BaselineCsvExporter {
             return Ok(());
         };
         write_csv(&crate::baseline::comparison_frame(c)?, out)
+    }
+}
+
+/// `systems.csv`: several systems under test side by side (only written with `--system`).
+#[derive(Debug, Clone, Copy)]
+pub struct SystemsCsvExporter;
+
+impl Exporter for SystemsCsvExporter {
+    fn file_name(&self) -> &'static str {
+        "systems.csv"
+    }
+
+    fn export(&self, data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportError> {
+        let Some(s) = &data.systems else {
+            return Ok(());
+        };
+        write_csv(&crate::systems::systems_frame(s)?, out)
     }
 }
 

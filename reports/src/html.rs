@@ -84,6 +84,9 @@ pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> Result<(), ExportEr
     if let Some(c) = &data.baseline {
         baseline_section(&mut h, c, data.gates.candidate)?;
     }
+    if let Some(s) = &data.systems {
+        systems_section(&mut h, s)?;
+    }
     charts_section(&mut h, &charts)?;
     scenarios_table(&mut h, data)?;
     trials_table(&mut h, data)?;
@@ -663,6 +666,42 @@ fn metric_fmt(name: &str) -> fn(f64) -> String {
         }
         _ => |v| format!("{v:.0}"),
     }
+}
+
+/// Several systems under test, one column each (`systems.csv` has every value).
+fn systems_section(h: &mut Html<'_>, s: &crate::systems::Systems) -> io::Result<()> {
+    h.raw("<h2>Systems under test side by side</h2>\n<p>Each column is one run of the same suite, read, summarised and gated on its own; nothing is combined. Every value is in <a href=\"systems.csv\">systems.csv</a>.</p>\n<table>\n<thead><tr>")?;
+    h.th("mode")?;
+    h.th("metric")?;
+    for c in &s.columns {
+        h.th(&c.system)?;
+    }
+    h.raw("</tr></thead>\n<tr>")?;
+    h.td("")?;
+    h.td("verdict (run)")?;
+    for c in &s.columns {
+        h.td(&format!("{} ({})", c.verdict, c.run_id))?;
+    }
+    h.raw("</tr>\n<tr>")?;
+    h.td("")?;
+    h.td("safety-invariant failures (candidate)")?;
+    for c in &s.columns {
+        h.td_num(&c.invariant_failures.map(num).unwrap_or_else(|| "—".into()))?;
+    }
+    h.raw("</tr>\n")?;
+    for mode in s.modes() {
+        for (label, show) in crate::systems::SHOWN {
+            h.raw("<tr>")?;
+            h.td(mode.as_str())?;
+            h.td(label)?;
+            for c in &s.columns {
+                let v = c.mode(mode).and_then(show).unwrap_or_else(|| "—".into());
+                h.td_num(&v)?;
+            }
+            h.raw("</tr>\n")?;
+        }
+    }
+    h.raw("</table>\n")
 }
 
 fn baseline_section(h: &mut Html<'_>, c: &Comparison, candidate: Mode) -> io::Result<()> {

@@ -14,6 +14,7 @@
 //! | `junit.xml` | one test suite per scenario × mode and one for the gates ([`junit`]) |
 //! | `summary.md` | verdict, gates, modes and failed scenarios for a CI job summary ([`markdown`]) |
 //! | `baseline.csv` | with a baseline run: differences per mode and scenario ([`baseline`]) |
+//! | `systems.csv` | with `--system` runs: several systems under test side by side ([`systems`]) |
 //!
 //! Columns are documented in `docs/report-columns.md`.
 //!
@@ -54,6 +55,7 @@ pub mod markdown;
 pub mod read;
 pub mod stats;
 pub mod summary;
+pub mod systems;
 
 use std::path::{Path, PathBuf};
 
@@ -129,6 +131,8 @@ impl ReportSummary {
 pub struct ReportOptions {
     /// Baseline run directories (shards of one run) to compare with; empty for none.
     pub baseline: Vec<PathBuf>,
+    /// Runs of other systems under test (one directory each) shown side by side.
+    pub systems: Vec<PathBuf>,
 }
 
 /// Reads `run_dirs` (merged as shards), evaluates `gates` and writes `trials.csv`,
@@ -159,6 +163,15 @@ pub fn write_report_with(
         let base = load_runs(&options.baseline)?;
         data = data.with_baseline(&base, gates)?;
         exporters.push(Box::new(export::BaselineCsvExporter));
+    }
+    if !options.systems.is_empty() {
+        let others = options
+            .systems
+            .iter()
+            .map(|d| load_run(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        data.systems = Some(systems::Systems::build(&data, &others, gates)?);
+        exporters.push(Box::new(export::SystemsCsvExporter));
     }
     let files = export::write_all_atomically(&exporters, &data, out_dir)?;
     Ok(ReportSummary {

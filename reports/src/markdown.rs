@@ -62,6 +62,9 @@ pub fn render(data: &ReportData<'_>, out: &mut dyn Write) -> io::Result<()> {
     if let Some(c) = &data.baseline {
         baseline(&mut md, c);
     }
+    if let Some(s) = &data.systems {
+        systems(&mut md, s);
+    }
     failed(&mut md, &data.run.trials, data.gates.candidate);
     out.write_all(md.as_bytes())
 }
@@ -184,6 +187,40 @@ fn gates(md: &mut String, g: &GateReport) {
         );
     }
     md.push('\n');
+}
+
+/// Several systems under test, one column each.
+fn systems(md: &mut String, s: &crate::systems::Systems) {
+    md.push_str("\n### Systems under test side by side\n\nEach column is one run of the same suite, gated on its own (all values in `systems.csv`).\n\n| mode | metric |");
+    for c in &s.columns {
+        md.push_str(&format!(" {} |", cell(&c.system)));
+    }
+    md.push_str("\n| --- | --- |");
+    for _ in &s.columns {
+        md.push_str(" ---: |");
+    }
+    md.push_str("\n|  | verdict |");
+    for c in &s.columns {
+        md.push_str(&format!(" {} |", cell(&c.verdict)));
+    }
+    md.push_str("\n|  | safety-invariant failures |");
+    for c in &s.columns {
+        md.push_str(&format!(
+            " {} |",
+            c.invariant_failures.map(num).unwrap_or_else(|| "—".into())
+        ));
+    }
+    md.push('\n');
+    for mode in s.modes() {
+        for (label, show) in crate::systems::SHOWN {
+            md.push_str(&format!("| `{}` | {label} |", mode.as_str()));
+            for c in &s.columns {
+                let v = c.mode(mode).and_then(show).unwrap_or_else(|| "—".into());
+                md.push_str(&format!(" {} |", cell(&v)));
+            }
+            md.push('\n');
+        }
+    }
 }
 
 /// Changed scenario rows listed in the baseline comparison (the rest are counted).

@@ -14,6 +14,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| args.runs[0].join("report"));
     let options = ctxbench_reports::ReportOptions {
         baseline: args.baseline.clone(),
+        systems: args.systems.clone(),
     };
     let summary = ctxbench_reports::write_report_with(&args.runs, &out, &gates, &options)
         .map_err(|e| exit::usage(e.to_string()))
@@ -26,6 +27,12 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
         println!(
             "compared with baseline: {}",
             out.join("baseline.csv").display()
+        );
+    }
+    if !args.systems.is_empty() {
+        println!(
+            "systems side by side: {}",
+            out.join("systems.csv").display()
         );
     }
     println!(

@@ -69,6 +69,27 @@ impl std::fmt::Debug for SutSpec {
     }
 }
 
+/// The agent runs in the trial's workspace, so a relative path in its command
+/// (`./my-adapter`, `python3 ci/adapter.py`) would name nothing there: every word that
+/// contains a `/`, is relative and names an existing file or directory from where ctxbench
+/// was started is made absolute. Bare words (`python3`, `agent`) are left to `PATH` and
+/// the program.
+fn anchor_paths(argv: Vec<String>) -> Vec<String> {
+    let Ok(here) = std::env::current_dir() else {
+        return argv;
+    };
+    argv.into_iter()
+        .map(|w| {
+            let p = std::path::Path::new(&w);
+            if w.contains('/') && p.is_relative() && p.exists() {
+                here.join(p).to_string_lossy().into_owned()
+            } else {
+                w
+            }
+        })
+        .collect()
+}
+
 impl SutSpec {
     /// Parse `reference` (the in-process system `reference` builds) or `exec:CMD ARGS`
     /// (`timeout` applies to `exec`).
@@ -83,7 +104,7 @@ impl SutSpec {
         }
         match s.strip_prefix("exec:") {
             Some(cmd) => Ok(SutSpec::External(ExternalSpec {
-                argv: split_command(cmd).map_err(|e| format!("--sut `{s}`: {e}"))?,
+                argv: anchor_paths(split_command(cmd).map_err(|e| format!("--sut `{s}`: {e}"))?),
                 timeout,
             })),
             None => Err(format!(
@@ -438,5 +459,32 @@ impl ExternalSut {
             }
             Err(e) => Err(EngineError::Agent(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod anchor_tests {
+    use super::anchor_paths;
+
+    #[test]
+    fn relative_paths_in_the_command_resolve_where_ctxbench_started() {
+        // Tests run in the crate's directory, where `src/lib.rs` exists.
+        let argv = [
+            "python3",
+            "src/lib.rs",
+            "agent",
+            "--flag=x/y",
+            "no/such/file",
+            "/abs",
+        ]
+        .map(String::from)
+        .to_vec();
+        let out = anchor_paths(argv);
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(out[1], here.join("src/lib.rs").to_string_lossy());
+        assert_eq!(
+            [&out[0], &out[2], &out[3], &out[4], &out[5]],
+            ["python3", "agent", "--flag=x/y", "no/such/file", "/abs"]
+        );
     }
 }

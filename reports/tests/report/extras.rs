@@ -1,4 +1,4 @@
-//! Parquet export, inline SVG charts, baseline comparison and the bounded drill-down.
+//! Parquet export, inline SVG charts, baseline comparison, systems side by side and the bounded drill-down.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +7,7 @@ use ctxbench_harness::Mode;
 use ctxbench_reports::baseline::BASELINE_COLUMNS;
 use ctxbench_reports::frames::REQUEST_COLUMNS;
 use ctxbench_reports::html::{REQUESTS_SHOWN, TRIALS_DRILLED, TRIALS_LISTED};
+use ctxbench_reports::systems::SYSTEMS_COLUMNS;
 use ctxbench_reports::{load_gates, write_report, write_report_with, ReportOptions};
 use polars::prelude::*;
 
@@ -116,6 +117,7 @@ fn baseline_comparison_shows_metric_and_scenario_changes() {
         &load_gates(None).expect("gates"),
         &ReportOptions {
             baseline: vec![base_dir],
+            ..ReportOptions::default()
         },
     )
     .expect("report");
@@ -171,6 +173,63 @@ fn baseline_comparison_shows_metric_and_scenario_changes() {
     assert!(!plain.join("baseline.csv").exists());
     let html = std::fs::read_to_string(plain.join("index.html")).expect("html");
     assert!(!html.contains("Compared with baseline"));
+}
+
+#[test]
+fn systems_side_by_side_each_with_its_own_numbers_and_verdict() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let a = Fx::good("run-a");
+    let mut b = Fx::good("run-b");
+    b.warn_fails();
+    b.manifest.sut = Some("exec:<script>alert(1)</script> agent".into());
+    let (a_dir, b_dir) = (tmp.path().join("a"), tmp.path().join("b"));
+    a.write(&a_dir);
+    b.write(&b_dir);
+    let out = tmp.path().join("report");
+    let summary = write_report_with(
+        &[a_dir],
+        &out,
+        &load_gates(None).expect("gates"),
+        &ReportOptions {
+            systems: vec![b_dir],
+            ..ReportOptions::default()
+        },
+    )
+    .expect("report");
+    assert!(summary.files.iter().any(|f| f.ends_with("systems.csv")));
+    let csv = std::fs::read_to_string(out.join("systems.csv")).expect("systems.csv");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(SYSTEMS_COLUMNS.join(",").as_str()));
+    let col = |name: &str| {
+        SYSTEMS_COLUMNS
+            .iter()
+            .position(|c| *c == name)
+            .expect("column")
+    };
+    let row = |system: &str, mode: &str| -> Vec<String> {
+        csv.lines()
+            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+            .find(|r| r[col("system")].starts_with(system) && r[col("mode")] == mode)
+            .unwrap_or_else(|| panic!("row {system} {mode}: {csv}"))
+    };
+    // Each column is its own run's numbers: b's warn failed, a's did not.
+    assert_eq!(row("reference", "warn")[col("pass_rate")], "1.000000");
+    assert_eq!(row("exec:", "warn")[col("pass_rate")], "0.000000");
+    assert_eq!(row("exec:", "warn")[col("run_id")], "run-b");
+    assert_eq!(csv.lines().count(), 1 + 2 * 3);
+    let html = std::fs::read_to_string(out.join("index.html")).expect("html");
+    assert!(html.contains("<h2>Systems under test side by side</h2>"));
+    assert!(!html.contains("<script>"), "the system name is escaped");
+    assert!(html.contains("&lt;script&gt;alert(1)"));
+    let md = std::fs::read_to_string(out.join("summary.md")).expect("md");
+    assert!(md.contains("### Systems under test side by side"), "{md}");
+    assert!(
+        md.contains("| `warn` | pass rate | 100.0% (2/2) | 0.0% (0/2) |"),
+        "{md}"
+    );
+    // Without --system: no section and no systems.csv.
+    let plain = report(&a, tmp.path(), "plain");
+    assert!(!plain.join("systems.csv").exists());
 }
 
 #[test]

@@ -366,6 +366,11 @@ fn docs_describe_every_column() {
         .map(|c| c.to_string())
         .chain(trial_columns(&graders))
         .chain(SUMMARY_COLUMNS.iter().map(|c| c.to_string()))
+        .chain(
+            ctxbench_reports::systems::SYSTEMS_COLUMNS
+                .iter()
+                .map(|c| c.to_string()),
+        )
         .chain(std::iter::once("grader_<name>".to_string()))
     {
         assert!(doc.contains(&format!("`{c}`")), "{c} undocumented");

@@ -5,7 +5,10 @@
 //! those with a decision word. Informative means specific (see [`specifics`]): a sentence
 //! that names a value, a file, an identifier or a name. Acknowledgements ("Done.",
 //! "Understood.") name nothing and are dropped; narration between tool calls ("Let me read
-//! the file.") ranks below a final answer. A recorded decision or reason ranks higher.
+//! the file.") ranks below a final answer. A decision, proposal or recommendation ("I
+//! suggest calling it X", "we settled on X") ranks higher still, and a plain word it
+//! introduces as a name counts as a value (see [`introduced_names`]); a bare reason
+//! ("because …", "so that …") is not a decision — ordinary prose explains itself too.
 //!
 //! Attribution is per turn (`[turn 12 · answer]`), so the answers to two near-identical
 //! requests stay distinguishable.
@@ -14,15 +17,30 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+#[cfg(doc)]
+use super::names::introduced_names;
 use super::text::{is_question, specifics, verification, words};
 
+/// A decision, proposal or recommendation the agent states: what it chose, suggests or
+/// will do, and a stated cause or fix. What the user asked the agent for is usually one of
+/// these, so they rank above any prose.
 fn decision() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(decided|decision|chose|chosen|went with|settled on|switched to|picked|agreed|we will|i will use|the plan is|because|so that|the (cause|reason|fix|answer|result|root cause) (is|was))\b",
+            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to)\b",
         )
         .expect("static regex")
+    })
+}
+
+/// A stated reason (`because`, `so that`). Weak evidence on its own — ordinary prose
+/// explains itself too — so it adds a little rank to an informative sentence but never
+/// makes a sentence informative.
+fn reason() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(because|so that|since|due to|which means)\b").expect("static regex")
     })
 }
 
@@ -31,7 +49,7 @@ fn decision() -> &'static Regex {
 /// the message's first sentence (answers lead with the answer).
 pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i64> {
     let spec = i64::from(specifics(sentence).min(4));
-    let decided = decision().is_match(sentence);
+    let decided = decision().is_match(sentence) && !is_question(sentence);
     // A verification result ("All tests pass.") is short and names nothing, yet it is the
     // outcome of the work: kept (and framed as history by the caller).
     let verified = verification().is_match(sentence);
@@ -47,6 +65,9 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     }
     if verified {
         score += 14;
+    }
+    if informative && reason().is_match(sentence) {
+        score += 4;
     }
     if first && final_answer && informative {
         score += 6;
@@ -82,5 +103,12 @@ mod tests {
         );
         let decided = answer_score("We decided to keep the old parser.", true, false);
         assert!(decided > prose);
+        // A diagnosis is a conclusion the user asked for, named or not.
+        let diagnosis = answer_score(
+            "The flaky test is caused by a race between the warmer and the first request.",
+            true,
+            false,
+        );
+        assert!(diagnosis > prose, "{diagnosis:?} {prose:?}");
     }
 }

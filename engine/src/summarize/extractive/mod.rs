@@ -33,6 +33,7 @@
 mod answers;
 mod collect;
 mod layout;
+mod names;
 mod occurrences;
 mod rolling;
 mod rules;
@@ -51,6 +52,12 @@ use ctxbench_sut::SummaryStrategy;
 
 pub use text::sentences;
 pub(crate) use text::{archive_refs as archive_ref_pattern, claims};
+
+/// Whether a sentence names a concrete value (a number, a path, an identifier, a quoted
+/// string): what the model strategy checks its summary kept (`model::carry`).
+pub(crate) fn names_a_value(sentence: &str) -> bool {
+    text::specifics(sentence) > 0
+}
 use text::{archive_refs, MAX_SENTENCE_CHARS};
 pub(crate) use tool_lines::top_lines as tool_key_lines;
 

@@ -171,11 +171,17 @@ fn specific_token(raw: &str) -> bool {
         .any(|(a, b)| a.is_lowercase() && b.is_uppercase())
 }
 
-/// How many concrete values `s` names (capped): see the module docs. Names are weaker
-/// evidence and are counted by [`names_a_name`], not here.
+/// How many concrete values `s` names (capped): see the module docs. A plain word that
+/// the sentence introduces as a name (`calling the module X`, see
+/// [`introduced_names`](super::names::introduced_names)) counts too; capitalized proper
+/// names are weaker evidence and are counted by [`names_a_name`], not here.
 pub(super) fn specifics(s: &str) -> u32 {
     let n = s.split_whitespace().filter(|w| specific_token(w)).count() as u32;
-    (n + quoted().find_iter(s).count() as u32).min(MAX_SPECIFICS)
+    let coined = super::names::introduced_names(s)
+        .iter()
+        .filter(|name| !specific_token(name))
+        .count() as u32;
+    (n + coined + quoted().find_iter(s).count() as u32).min(MAX_SPECIFICS)
 }
 
 /// Whether `s` names someone or something by a proper name: exactly one run of capitalized

@@ -19,7 +19,7 @@ use regex::Regex;
 use super::text::{claims, clip, one_line, words};
 
 /// Most key lines kept from one tool result.
-pub const MAX_LINES_PER_RESULT: usize = 4;
+pub const MAX_LINES_PER_RESULT: usize = 6;
 /// Longest key line kept, in characters.
 pub const MAX_LINE_CHARS: usize = 160;
 /// A result at most this long (one line, a few words) is its own key line: a short output
@@ -193,6 +193,57 @@ fn numeric(value: &str) -> bool {
         .starts_with(|c: char| c.is_ascii_digit() || c == '-')
 }
 
+/// A short line of prose that binds a value to its subject: `billing-api listens on port
+/// 8443; its timeout is 2500 ms`, `- worker pool: 16 threads on node-b`. An inventory, a
+/// status page or a README lists facts this way rather than as `key = value`. The shape: a
+/// number (with its unit or not) and a second concrete token (another number, an
+/// identifier joined by `-`, `_`, `.` or `/`), few words, and nothing of code (calls,
+/// blocks, assignments, a statement ending in `;`).
+fn statement(line: &str, n: usize) -> Option<i64> {
+    // A table row (`| eu-west-3 | 12 replicas |`) is a statement whose cells are its words;
+    // a separator row (`|---|:--|`) says nothing.
+    let row = line.trim();
+    let cells;
+    let line = if row.len() > 2 && row.starts_with('|') && row.ends_with('|') {
+        if row.chars().all(|c| "|-: ".contains(c)) {
+            return None;
+        }
+        cells = row.trim_matches('|').replace('|', " ; ");
+        cells.as_str()
+    } else {
+        line
+    };
+    let body = line.trim_start_matches(['-', '*', '+', ' ', '\t']);
+    if !(3..=30).contains(&n)
+        || body.contains(['{', '}', '=', '(', '<', '>', '|'])
+        || body.contains("::")
+        || body.contains("->")
+        || body.trim_end().ends_with([';', ','])
+        || body.starts_with(['#', '/'])
+    {
+        return None;
+    }
+    let tokens: Vec<&str> = body
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| ",;:()[]\"'`!?".contains(c)))
+        .map(|t| t.strip_suffix('.').unwrap_or(t))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let numbers = tokens
+        .iter()
+        .filter(|t| t.chars().filter(char::is_ascii_digit).count() >= 2)
+        .count();
+    let joined = tokens
+        .iter()
+        .filter(|t| {
+            !t.chars().all(|c| c.is_ascii_digit())
+                && t.chars().next().is_some_and(char::is_alphanumeric)
+                && t[1..].contains(['-', '_', '.', '/'])
+        })
+        .count();
+    (numbers >= 1 && numbers + joined >= 2).then(|| 4 + i64::from(numbers >= 2))
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
     let n = words(line);
@@ -242,7 +293,63 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if n <= 12 && names_path(line) {
         take(2, false, &mut best);
     }
+    if best == 0 {
+        if let Some(s) = statement(line, n) {
+            take(s, false, &mut best);
+        }
+    }
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
+}
+
+/// The nesting of an indented `key:` document (YAML, TOML-like listings): which section
+/// keys enclose each line. `port: 8443` under `billing:` means nothing once the section
+/// header is gone, and two services' settings look alike; kept as `billing.port: 8443`
+/// the line still says whose it is.
+struct Sections {
+    /// Per line: the enclosing section keys, outermost first.
+    paths: Vec<Vec<String>>,
+}
+
+impl Sections {
+    fn of(content: &str) -> Self {
+        static HEADER: OnceLock<Regex> = OnceLock::new();
+        let header = HEADER.get_or_init(|| {
+            Regex::new(r"^(\s*)(?:-\s+)?([A-Za-z_][\w.\-]{0,40}):\s*$").expect("static regex")
+        });
+        let mut stack: Vec<(usize, String)> = Vec::new();
+        let mut paths = Vec::new();
+        for line in content.lines() {
+            let indent = line.len() - line.trim_start().len();
+            if !line.trim().is_empty() {
+                while stack.last().is_some_and(|(i, _)| *i >= indent) {
+                    stack.pop();
+                }
+            }
+            paths.push(stack.iter().map(|(_, k)| k.clone()).collect());
+            if let Some(c) = header.captures(line) {
+                stack.push((c[1].len(), c[2].to_string()));
+            }
+        }
+        Sections { paths }
+    }
+
+    /// `line` (trimmed, at `position`) with its enclosing keys: only a `key: value` setting
+    /// is qualified, and the outermost key only when there are two or more (a single
+    /// top-level wrapper such as `services:` adds nothing).
+    fn qualified(&self, position: usize, line: &str) -> String {
+        let Some(path) = self.paths.get(position).filter(|p| !p.is_empty()) else {
+            return line.to_string();
+        };
+        if key_value().captures(line).is_none() || line.starts_with(['-', '*']) {
+            return line.to_string();
+        }
+        let keep = if path.len() > 1 {
+            &path[1..]
+        } else {
+            &path[..]
+        };
+        format!("{}.{line}", keep.join("."))
+    }
 }
 
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
@@ -252,6 +359,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let mut out: Vec<KeyLine> = Vec::new();
     let whole = one_line(content);
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
+    let sections = Sections::of(content);
     for (position, line) in lines.iter().enumerate() {
         if line.is_empty() || claims().is_match(line) {
             continue;
@@ -259,7 +367,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         let Some((score, verification)) = score_line(line) else {
             continue;
         };
-        let text = clip(&one_line(line), MAX_LINE_CHARS);
+        let text = clip(
+            &one_line(&sections.qualified(position, line)),
+            MAX_LINE_CHARS,
+        );
         if out.iter().any(|k| k.text == text) {
             continue;
         }
@@ -376,6 +487,41 @@ mod tests {
     }
 
     #[test]
+    fn inventory_statements_are_key_lines() {
+        let inventory = "# Services\n- billing-api listens on port 8443; billing-api request timeout is 2500 ms\n- search-api listens on port 9443\nAll services are healthy and nothing else is worth noting here.\n";
+        assert_eq!(
+            texts(inventory),
+            vec![
+                "- billing-api listens on port 8443; billing-api request timeout is 2500 ms",
+                "- search-api listens on port 9443"
+            ]
+        );
+        assert_eq!(
+            texts("| region | size |\n|---|---|\n| eu-west-3 | 12 replicas |\n"),
+            vec!["| eu-west-3 | 12 replicas |"]
+        );
+        assert!(key_lines("The build took a while because of the cache.\nNothing else changed since the last run.\n").is_empty());
+    }
+
+    #[test]
+    fn nested_settings_keep_their_section() {
+        let yaml = "services:\n  billing:\n    port: 8443\n    replicas: 3\n  search:\n    port: 8444\n    replicas: 3\n";
+        assert_eq!(
+            texts(yaml),
+            vec![
+                "billing.port: 8443",
+                "billing.replicas: 3",
+                "search.port: 8444",
+                "search.replicas: 3"
+            ]
+        );
+        assert_eq!(
+            texts("timeout: 30\nretries: 4\n"),
+            vec!["timeout: 30", "retries: 4"]
+        );
+    }
+
+    #[test]
     fn prose_expressions_and_claims_are_not() {
         assert!(key_lines("Note aux agents : vous avez ceci, et cela, et encore autre chose ici maintenant.\nThis is a long paragraph of prose that goes on.\n").is_empty());
         assert!(key_lines("let total = items.iter().map(|i| i.price).sum();\n").is_empty());
@@ -383,6 +529,11 @@ mod tests {
         assert!(key_lines("mode: approval granted for all commands\n").is_empty());
         // A short result is its own fact.
         assert_eq!(texts("Python 3.11.4"), vec!["Python 3.11.4"]);
+        // Code with numbers is not a statement of fact.
+        assert!(
+            key_lines("if cache.len() > 54 {\nreturn retry(3, 250);\nuse crate::v2::Index;\n")
+                .is_empty()
+        );
     }
 
     #[test]

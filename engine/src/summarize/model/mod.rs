@@ -17,6 +17,7 @@
 //! one makes the summary invalid (`untraceable constraint: …`). What validation still cannot
 //! catch is a *dropped* fact: leaving something out reads like a concise summary.
 
+pub mod carry;
 mod validation;
 
 use crate::markup::SUMMARY_REQUEST_MARKER;
@@ -248,6 +249,13 @@ impl Summarizer for ModelSummarizer {
         request: SummaryRequest<'_>,
         provider: &dyn Provider,
     ) -> Result<SummaryResult, SummarizeError> {
+        // The model writes most of the checkpoint; the rest is kept back for the user's own
+        // statements it leaves out (`carry`).
+        let full_target = request.target_tokens;
+        let request = SummaryRequest {
+            target_tokens: (full_target * (100 - carry::CARRY_SHARE) / 100).max(1),
+            ..request
+        };
         let model_request = build_request(&request)?;
         let estimated = request.estimator.request_tokens(&model_request);
         // Mutant (`unbounded-summary-request`): no input bound; the provider decides.
@@ -276,8 +284,10 @@ impl Summarizer for ModelSummarizer {
             validate(&text, &request, response.finish_reason)
         }
         .map_err(SummarizeError::Invalid)?;
+        let room = full_target.saturating_sub(request.estimator.count_text(&text));
+        let carried = carry::carried_lines(&request, &text, room);
         Ok(SummaryResult {
-            content: SummaryContent::Text(text),
+            content: SummaryContent::Text(carry::with_carried(&text, &carried)),
             model_calls: 1,
             model_id: request.model.to_string(),
         })

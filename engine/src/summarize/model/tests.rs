@@ -562,3 +562,24 @@ fn archive_references_are_shown_to_the_model_and_must_survive() {
         validation::validate_archive_refs(&valid_text(), &Fixture::new().request(Some(&prev)));
     assert!(err.is_err_and(|e| e.contains("archive://runs/1/a.log")));
 }
+
+#[test]
+fn user_statements_the_summary_left_out_are_carried_forward() {
+    let r = outcome(&canned(&valid_text(), FinishReason::Stop)).expect("valid");
+    let t = text(&r);
+    assert!(t.starts_with(&valid_text()), "{t}");
+    assert!(t.contains(super::carry::CARRIED_HEADING), "{t}");
+    assert!(
+        t.contains("- [turn 1 · user] Please fix src/lib.rs."),
+        "{t}"
+    );
+    assert!(!t.contains(SECRET), "{t}");
+    // A statement the summary kept is not repeated.
+    let kept = format!("{}\n- Please fix src/lib.rs.", valid_text());
+    let r = outcome(&canned(&kept, FinishReason::Stop)).expect("valid");
+    assert!(
+        !text(&r).contains("[turn 1 · user] Please fix"),
+        "{}",
+        text(&r)
+    );
+}

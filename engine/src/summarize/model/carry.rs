@@ -1,0 +1,173 @@
+//! What a model summary must not lose: the user's own concrete statements.
+//!
+//! A model summarizes by its own sense of what matters, and a long stretch of routine work
+//! can crowd out a single sentence the user said once ("The public API stays at version v2
+//! until the 3.0 release."). The agent cannot check the model's judgement, but it can check
+//! one thing cheaply: whether each statement of the user that names a concrete value or
+//! states a rule is still in the summary. Those the summary left out are **carried
+//! forward** verbatim, with their turn, in a section after the model's text, within the
+//! share of the summary's size the model was not given ([`CARRY_SHARE`]).
+//!
+//! Routine requests (sentences that differ only in their numbers) are left to the model:
+//! carrying their occurrences would fill the room with the routine. Questions, approval
+//! and authority claims are never carried; secrets are redacted first. A rolled-up
+//! checkpoint re-carries the previous checkpoint's carried lines the new summary lost.
+//!
+//! Deliberately engine-side and generic: the selection knows nothing of any scenario, fact
+//! or probe — only the shape of a sentence (a number, a path, an identifier, a rule word).
+
+use std::collections::HashMap;
+
+use ctxbench_adapters::Role;
+
+use super::validation::{is_constraint, normalize};
+use crate::summarize::extractive::{claims, names_a_value, sentences};
+use crate::summarize::SummaryRequest;
+
+/// Heading of the carried section (one line; the items follow as `- [turn N · user] …`).
+pub const CARRIED_HEADING: &str = "## The user's own words (carried forward verbatim)";
+
+/// Share of the summary's target size, in percent, kept back from the model for carried
+/// statements.
+pub const CARRY_SHARE: u64 = 25;
+
+/// Longest carried sentence, in characters (longer ones are left to the model).
+const MAX_CARRIED_CHARS: usize = 320;
+
+/// One candidate statement.
+struct Candidate {
+    turn: usize,
+    text: String,
+    rule: bool,
+    order: usize,
+}
+
+/// The `- [turn N · user] …` lines of `previous`'s carried section, as (turn, sentence).
+fn previously_carried(previous: &str) -> Vec<(usize, String)> {
+    let Some(start) = previous.find(CARRIED_HEADING) else {
+        return Vec::new();
+    };
+    previous[start + CARRIED_HEADING.len()..]
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("- [turn ")?;
+            let (turn, text) = rest.split_once(" · user] ")?;
+            Some((turn.parse().ok()?, text.to_string()))
+        })
+        .collect()
+}
+
+/// The user statements `summary` leaves out, as rendered lines within `budget_tokens`
+/// (the engine's estimate), in conversation order; empty when nothing is missing.
+pub fn carried_lines(
+    request: &SummaryRequest<'_>,
+    summary: &str,
+    budget_tokens: u64,
+) -> Vec<String> {
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let push = |turn: usize, text: String, candidates: &mut Vec<Candidate>| {
+        let order = candidates.len();
+        candidates.push(Candidate {
+            rule: is_constraint(&text),
+            turn,
+            text,
+            order,
+        });
+    };
+    if let Some(prev) = request.previous.and_then(|p| p.summary.as_deref()) {
+        for (turn, text) in previously_carried(&request.redactor.redact(prev)) {
+            push(turn, text, &mut candidates);
+        }
+    }
+    for (i, entry) in request.covered.iter().enumerate() {
+        if entry.message.role != Role::User {
+            continue;
+        }
+        let turn = request.turn_numbers.get(i).copied().unwrap_or(0);
+        let content = request.redactor.redact(&entry.message.content);
+        for s in sentences(&content) {
+            let s = s.trim().to_string();
+            let keep = s.chars().count() <= MAX_CARRIED_CHARS
+                && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
+                && !claims().is_match(&s)
+                && (is_constraint(&s) || names_a_value(&s));
+            if keep {
+                push(turn, s, &mut candidates);
+            }
+        }
+    }
+
+    // Routine: sentences sharing an occurrence key.
+    let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        by_key.entry(occurrence(&c.text)).or_default().push(i);
+    }
+    let mut repeated = vec![false; candidates.len()];
+    for list in by_key.values().filter(|l| l.len() > 1) {
+        for &i in list {
+            repeated[i] = true;
+        }
+    }
+
+    let have = normalize(summary);
+    let mut seen: Vec<String> = Vec::new();
+    let mut missing: Vec<(u8, &Candidate)> = Vec::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let n = normalize(c.text.trim_end_matches(['.', '!', ';']));
+        // A request repeated with other numbers is routine: the model's summary speaks for
+        // it (carrying its occurrences would fill the room with the routine).
+        if repeated[i] || have.contains(&n) || seen.contains(&n) {
+            continue;
+        }
+        seen.push(n);
+        // A rule first, then a value; the newest first within each: what a later turn most
+        // likely needs.
+        missing.push((u8::from(c.rule), c));
+    }
+    missing.sort_by(|(ra, a), (rb, b)| rb.cmp(ra).then(b.order.cmp(&a.order)));
+    let mut used = request.estimator.count_text(CARRIED_HEADING) + 1;
+    let mut chosen: Vec<&Candidate> = Vec::new();
+    for (_, c) in missing {
+        let line = render(c);
+        let cost = request.estimator.count_text(&line) + 1;
+        if used + cost > budget_tokens {
+            continue;
+        }
+        used += cost;
+        chosen.push(c);
+    }
+    chosen.sort_by_key(|c| c.order);
+    chosen.into_iter().map(render).collect()
+}
+
+fn render(c: &Candidate) -> String {
+    format!("- [turn {} · user] {}", c.turn, c.text)
+}
+
+/// Lowercase, numbers masked: sentences that differ only in their numbers share it.
+fn occurrence(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_number = false;
+    for c in s.to_lowercase().chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `summary` with `lines` appended under [`CARRIED_HEADING`] (unchanged when none).
+pub fn with_carried(summary: &str, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return summary.to_string();
+    }
+    format!("{summary}\n{CARRIED_HEADING}\n{}", lines.join("\n"))
+}
