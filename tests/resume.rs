@@ -98,6 +98,23 @@ fn base_copy(dir: &Path) -> std::path::PathBuf {
     to
 }
 
+/// `ctxbench run --resume base` in `dir`, on a copy from [`base_copy`]. The copies share
+/// the shared run's id, and a resume sweeps the scratch workspaces that id left behind
+/// (in the work directory and the temp directory): each resume gets its own, so that
+/// concurrent tests never sweep each other's trials.
+fn resume_copy(dir: &Path) -> std::process::Output {
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+        .args(["run", "--resume", "base", "--progress", "none"])
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("CTXBENCH_WORKDIR", &scratch)
+        .env("TMPDIR", &scratch)
+        .output()
+        .unwrap()
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -215,10 +232,7 @@ fn resume_tampered(
     let expected_requests = stable_csv(&run, "requests.csv");
     let expected_trials = stable_csv(&run, "trials.csv");
     tamper(&run);
-    let resumed = ctxbench(
-        dir.path(),
-        &["run", "--resume", "base", "--progress", "none"],
-    );
+    let resumed = resume_copy(dir.path());
     assert!(ran(&resumed), "{}", text(&resumed));
     assert!(trial_counts(&run).values().all(|&c| c == 1));
     assert_eq!(stable_csv(&run, "trials.csv"), expected_trials);
@@ -349,10 +363,7 @@ fn torn_final_records_are_cut_and_their_trials_rerun() {
     requests.push_str("{\"schema\":\"ctxbench.request/1\",\"trial_id\":\"tor");
     std::fs::write(run.join("requests.jsonl"), requests).unwrap();
 
-    let resumed = ctxbench(
-        dir.path(),
-        &["run", "--resume", "base", "--progress", "none"],
-    );
+    let resumed = resume_copy(dir.path());
     assert!(ran(&resumed), "{}", text(&resumed));
     assert!(
         String::from_utf8_lossy(&resumed.stdout).contains("ran 3 trials"),
