@@ -260,8 +260,16 @@ impl RunStore {
             }
             trial_rows.push(trial);
         }
-        write_all(&mut self.messages, &msg_buf, &self.dir.join(files::MESSAGES))?;
-        write_all(&mut self.requests, &req_buf, &self.dir.join(files::REQUESTS))?;
+        write_all(
+            &mut self.messages,
+            &msg_buf,
+            &self.dir.join(files::MESSAGES),
+        )?;
+        write_all(
+            &mut self.requests,
+            &req_buf,
+            &self.dir.join(files::REQUESTS),
+        )?;
         write_all(&mut self.events, &ev_buf, &self.dir.join(files::EVENTS))?;
         for (wrote, file, name) in [
             (!msg_buf.is_empty(), &self.messages, files::MESSAGES),
