@@ -375,6 +375,11 @@ pub async fn execute(
     };
     let mut store_failed = false;
     while let Some(joined) = tasks.join_next().await {
+        let joined = match joined {
+            // Trials cancelled after the writer failed: its error is the one to report.
+            Err(e) if store_failed && e.is_cancelled() => continue,
+            other => other,
+        };
         match joined.map_err(|e| RunError::Task(e.to_string()))?? {
             Done::Written(passed, status) => {
                 totals.trials += 1;
