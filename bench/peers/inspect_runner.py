@@ -41,11 +41,20 @@ def answer_from_request(input, tools, tool_choice, config):
     )
 
 
-def load(path):
+def load(path, one_string):
     samples = []
     with open(path) as f:
         for line in f:
             row = json.loads(line)
+            if one_string:
+                # The conversation as ONE user message (the form bench/peers/run gives
+                # promptfoo-fast and ctxbench's peer-overhead scenario uses).
+                text = "\n\n".join(
+                    f"{'User' if m['role'] == 'user' else 'Assistant'}: {m['content']}"
+                    for m in row["messages"]
+                )
+                samples.append(Sample(id=row["id"], input=text, target=row["target"]))
+                continue
             messages = [
                 ChatMessageUser(content=m["content"])
                 if m["role"] == "user"
@@ -61,17 +70,27 @@ def main():
     p.add_argument("--samples", required=True)
     p.add_argument("--log-dir", required=True)
     p.add_argument("--summary", required=True, help="write a JSON summary here")
+    p.add_argument("--no-log-samples", action="store_true",
+                   help="eval(log_samples=False): Inspect's `--no-log-samples`")
+    p.add_argument("--one-string", action="store_true",
+                   help="the conversation as one user message instead of 41 chat messages")
     a = p.parse_args()
 
     t0 = time.monotonic()
     task = Task(
-        dataset=MemoryDataset(load(a.samples)),
+        dataset=MemoryDataset(load(a.samples, a.one_string)),
         solver=generate(),
         scorer=includes(),
         name="peer-overhead",
     )
     model = get_model("mockllm/model", custom_outputs=answer_from_request)
-    logs = eval(task, model=model, log_dir=a.log_dir, display="none")
+    logs = eval(
+        task,
+        model=model,
+        log_dir=a.log_dir,
+        display="none",
+        log_samples=False if a.no_log_samples else None,
+    )
     log = logs[0]
     acc = None
     if log.results and log.results.scores:

@@ -10,7 +10,7 @@
 //! projected.
 
 use ctxbench_adapters::estimate::RequestEstimator;
-use ctxbench_adapters::{Message, Role};
+use ctxbench_adapters::{ContentHash, Message, Role};
 
 use crate::session::Entry;
 
@@ -37,9 +37,7 @@ pub fn project_tool_outputs(
             let tokens = estimator.message_tokens(&e.message, &e.hash);
             if tokens > PROJECTION_MIN_TOKENS {
                 let name = tool_name(entries, i).unwrap_or("unknown");
-                let m = projection(&e.message, name, tokens, &e.hash.to_hex());
-                let hash = m.content_hash();
-                out.push(Entry { message: m, hash });
+                out.push(projected_entry(e, name, tokens));
                 projected += 1;
                 continue;
             }
@@ -47,6 +45,45 @@ pub fn project_tool_outputs(
         out.push(e.clone());
     }
     (out, projected)
+}
+
+/// Projections already made, by (result's content hash, tool name, tokens): a pure function
+/// of those, and pruning re-projects every older result before every request, so a long
+/// session would otherwise redo the same projections (key-line extraction) turn after turn.
+/// Bounded: two generations of [`MEMO_GENERATION`] entries.
+type Memo = std::collections::HashMap<(ContentHash, String, u64), Entry>;
+const MEMO_GENERATION: usize = 4096;
+static MEMO: std::sync::OnceLock<std::sync::Mutex<(Memo, Memo)>> = std::sync::OnceLock::new();
+
+fn memo() -> std::sync::MutexGuard<'static, (Memo, Memo)> {
+    MEMO.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn projected_entry(e: &Entry, name: &str, tokens: u64) -> Entry {
+    let key = (e.hash, name.to_string(), tokens);
+    {
+        let mut memo = memo();
+        let (young, old) = &mut *memo;
+        if let Some(hit) = young.get(&key) {
+            return hit.clone();
+        }
+        if let Some(hit) = old.remove(&key) {
+            young.insert(key, hit.clone());
+            return hit;
+        }
+    }
+    let message = projection(&e.message, name, tokens, &e.hash.to_hex());
+    let hash = message.content_hash();
+    let entry = Entry { message, hash };
+    let mut memo = memo();
+    let (young, old) = &mut *memo;
+    if young.len() >= MEMO_GENERATION {
+        *old = std::mem::take(young);
+    }
+    young.insert(key, entry.clone());
+    entry
 }
 
 fn tool_name(entries: &[Entry], result_index: usize) -> Option<&str> {

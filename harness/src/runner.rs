@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use thiserror::Error;
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::connect::Services;
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
@@ -20,7 +20,7 @@ use crate::storage::schema::{
     RegisteredGates, ResumeRecord, RunCaps, RunStop, Shard, TrialRow, Verdict, EVENT_SCHEMA,
     MANIFEST_SCHEMA, MESSAGE_SCHEMA, TRIAL_SCHEMA,
 };
-use crate::storage::{RunStore, StorageError};
+use crate::storage::{RunStore, StorageError, TrialRows};
 use ctxbench_sut::redact::Redactor;
 use ctxbench_sut::Mode;
 
@@ -299,7 +299,7 @@ pub async fn execute(
         let store = RunStore::create(&plan.run_dir, &manifest)?;
         (store, manifest, 0, Default::default())
     };
-    let store = Arc::new(Mutex::new(store));
+    let writer = Writer::start(store)?;
     let todo: Vec<TrialSpec> = matrix
         .into_iter()
         .filter(|t| !done.contains(&t.trial_id()))
@@ -315,7 +315,7 @@ pub async fn execute(
     for spec in todo {
         let permits = permits.clone();
         let judge = judge.clone();
-        let store = store.clone();
+        let writer = writer.sender();
         let observer = observer.clone();
         let finished = finished.clone();
         let meter = meter.clone();
@@ -323,7 +323,7 @@ pub async fn execute(
         let caps = plan.caps.clone();
         let token = token.clone();
         tasks.spawn(async move {
-            let _permit = permits
+            let permit = permits
                 .acquire_owned()
                 .await
                 .map_err(|e| RunError::Task(e.to_string()))?;
@@ -331,7 +331,7 @@ pub async fn execute(
                 stop.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert(reached);
-                return Ok::<_, RunError>(None);
+                return Ok::<_, RunError>(Done::Skipped);
             }
             let work = run_workdir(&token)?;
             let record = run_trial(&spec, work.path()).await;
@@ -341,28 +341,62 @@ pub async fn execute(
             );
             let judgement = judge.judge(&spec.scenario, &record);
             let (row, requests, events, messages) = rows(&spec, &record, judgement, segment);
-            store
-                .lock()
-                .await
-                .append_trial(&row, &requests, &events, messages)?;
+            drop(record);
+            drop(work);
+            let (passed, status) = (row.passed, row.outcome.status);
+            // The trial's CPU work is done: the next trial may start while the writer
+            // appends and syncs this one.
+            drop(permit);
+            let written = tokio::sync::oneshot::channel();
+            let shown = row.clone();
+            if writer
+                .send((
+                    TrialRows {
+                        trial: row,
+                        requests,
+                        events,
+                        messages,
+                    },
+                    written.0,
+                ))
+                .is_err()
+                || written.1.await != Ok(true)
+            {
+                return Ok(Done::StoreFailed);
+            }
             let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            observer.trial_finished(&row, n, remaining);
-            Ok(Some((row.passed, row.outcome.status)))
+            observer.trial_finished(&shown, n, remaining);
+            Ok(Done::Written(passed, status))
         });
     }
     let mut totals = RunTotals {
         resumed_done,
         ..RunTotals::default()
     };
+    let mut store_failed = false;
     while let Some(joined) = tasks.join_next().await {
+        let joined = match joined {
+            // Trials cancelled after the writer failed: its error is the one to report.
+            Err(e) if store_failed && e.is_cancelled() => continue,
+            other => other,
+        };
         match joined.map_err(|e| RunError::Task(e.to_string()))?? {
-            Some((passed, status)) => {
+            Done::Written(passed, status) => {
                 totals.trials += 1;
                 totals.passed += passed as u64;
                 totals.errored += (status == crate::storage::schema::OutcomeStatus::Errored) as u64;
             }
-            None => totals.skipped_by_cap += 1,
+            Done::Skipped => totals.skipped_by_cap += 1,
+            Done::StoreFailed => {
+                store_failed = true;
+                tasks.abort_all();
+            }
         }
+    }
+    let written = writer.finish();
+    if store_failed || written.is_err() {
+        written?;
+        return Err(RunError::Task("the run storage writer stopped".into()));
     }
     observer.finished();
     let stopped = stop.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -374,6 +408,77 @@ pub async fn execute(
         totals.stopped = Some(s);
     }
     Ok(totals)
+}
+
+/// How a trial task ended.
+enum Done {
+    /// Run, judged and durably appended: (passed, outcome status).
+    Written(bool, crate::storage::schema::OutcomeStatus),
+    /// Not started: a cap was reached.
+    Skipped,
+    /// Run, but the storage writer failed (its error is returned by [`Writer::finish`]).
+    StoreFailed,
+}
+
+/// A finished trial's rows and where to say whether they were appended.
+type Append = (TrialRows, tokio::sync::oneshot::Sender<bool>);
+
+/// The run storage writer: one thread that appends finished trials with group commit.
+///
+/// Trial tasks hand over their rows and wait (asynchronously, holding no concurrency
+/// permit) until the rows are durable; meanwhile the next trials run. The thread takes
+/// every trial that is waiting and appends them as one group ([`RunStore::append_trials`]:
+/// one sync per file per group instead of four per trial), so the syncs — milliseconds
+/// each on a real disk — are neither on the trials' critical path nor on the async
+/// runtime's worker threads. A trial counts as finished (progress, totals) only once its
+/// group is synced, exactly as before.
+struct Writer {
+    tx: std::sync::mpsc::Sender<Append>,
+    thread: std::thread::JoinHandle<Result<(), StorageError>>,
+}
+
+impl Writer {
+    fn start(mut store: RunStore) -> Result<Self, StorageError> {
+        let (tx, rx) = std::sync::mpsc::channel::<Append>();
+        let store_dir = store.dir().to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("ctxbench-store".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut group = vec![first];
+                    group.extend(rx.try_iter());
+                    let (rows, acks): (Vec<_>, Vec<_>) = group.into_iter().unzip();
+                    let result = store.append_trials(rows);
+                    let ok = result.is_ok();
+                    for ack in acks {
+                        let _ = ack.send(ok);
+                    }
+                    result?;
+                }
+                Ok(())
+            })
+            .map_err(|source| StorageError::Io {
+                path: store_dir,
+                source,
+            })?;
+        Ok(Writer { tx, thread })
+    }
+
+    fn sender(&self) -> std::sync::mpsc::Sender<Append> {
+        self.tx.clone()
+    }
+
+    /// Wait until everything handed over is appended; the first storage error, if any.
+    fn finish(self) -> Result<(), StorageError> {
+        drop(self.tx);
+        match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => Err(StorageError::Io {
+                path: PathBuf::from("run storage"),
+                source: std::io::Error::other("the run storage writer panicked"),
+            }),
+        }
+    }
 }
 
 /// Where trials' scratch workspaces (instruction file, session ledger) live:

@@ -8,6 +8,25 @@ pub fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     for c in text.chars() {
+        // ASCII (nearly all text) skips `char::to_lowercase`'s general Unicode path; the
+        // result is the same (ASCII whitespace is `\t`..=`\r` and space, as
+        // `char::is_whitespace` has it).
+        if c.is_ascii() {
+            let b = c as u8;
+            if matches!(b, b'\t'..=b'\r' | b' ') {
+                space = !out.is_empty();
+                continue;
+            }
+            if space {
+                out.push(' ');
+                space = false;
+            }
+            out.push(match b {
+                b'"' | b'`' => '\'',
+                _ => b.to_ascii_lowercase() as char,
+            });
+            continue;
+        }
         if c.is_whitespace() {
             space = !out.is_empty();
             continue;
@@ -131,6 +150,58 @@ mod tests {
             normalize("  The “Port”\n is\t8080 — ok "),
             "the 'port' is 8080 - ok"
         );
+    }
+
+    /// `normalize` as written before its ASCII fast path: the general per-character rule.
+    fn normalize_reference(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut space = false;
+        for c in text.chars() {
+            if c.is_whitespace() {
+                space = !out.is_empty();
+                continue;
+            }
+            if space {
+                out.push(' ');
+                space = false;
+            }
+            match c {
+                '"' | '\u{201c}' | '\u{201d}' | '\u{2018}' | '\u{2019}' | '`' => out.push('\''),
+                '\u{2010}'..='\u{2015}' => out.push('-'),
+                _ => out.extend(c.to_lowercase()),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn ascii_fast_path_matches_the_general_rule() {
+        // Every ASCII character, alone and between words, and mixed with non-ASCII.
+        let mut cases: Vec<String> = (0u8..=127)
+            .map(|b| format!("A{}b {} Cd", b as char, b as char))
+            .collect();
+        cases.push((0u8..=127).map(|b| b as char).collect());
+        cases.push("  Ünïcödé ΣΑΣ İstanbul\u{85}x\u{a0}y “Q” ‘q’ a‒b—c `c` \"d\"\r\n\x0bE ".into());
+        // Seeded pseudo-random strings over ASCII and a few non-ASCII characters.
+        let alphabet: Vec<char> = (0u8..=127)
+            .map(|b| b as char)
+            .chain("ÄöẞΣςİ“”‘’‐―\u{85}\u{a0}\u{2028}日本".chars())
+            .collect();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            let len = (x % 40) as usize;
+            let mut t = String::new();
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                t.push(alphabet[(x % alphabet.len() as u64) as usize]);
+            }
+            cases.push(t);
+        }
+        for t in &cases {
+            assert_eq!(normalize(t), normalize_reference(t), "{t:?}");
+        }
     }
 
     #[test]

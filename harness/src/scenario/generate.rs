@@ -215,28 +215,59 @@ fn pick<'a>(rng: &mut ChaCha8Rng, from: &[&'a str]) -> &'a str {
     from[rng.random_range(0..from.len())]
 }
 
+/// Generated pieces (words with their trailing separator), concatenated in one buffer with
+/// each piece's end offset: generating filler allocates nothing per piece.
+#[derive(Debug, Default)]
+pub(crate) struct Pieces {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Pieces {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    /// Ends the piece written since the previous one.
+    fn end_piece(&mut self) {
+        self.ends.push(self.text.len());
+    }
+
+    /// The pieces, in order.
+    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter()).map(|(s, &e)| &self.text[s..e])
+    }
+
+    /// All pieces concatenated.
+    fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
 /// Appends one sentence of prose (capitalised, ending with a period) as space-separated
 /// pieces, each piece carrying its trailing separator.
-fn prose_sentence(rng: &mut ChaCha8Rng, out: &mut Vec<String>) {
+fn prose_sentence(rng: &mut ChaCha8Rng, out: &mut Pieces) {
     let n = rng.random_range(6..15);
     for k in 0..n {
         let w = pick(rng, WORDS);
-        let mut piece = if k == 0 {
+        if k == 0 {
             let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-                None => String::new(),
+            if let Some(f) = c.next() {
+                out.text.extend(f.to_uppercase());
+                out.text.push_str(c.as_str());
             }
         } else {
-            w.to_string()
-        };
-        piece.push_str(if k + 1 == n { ". " } else { " " });
-        out.push(piece);
+            out.text.push_str(w);
+        }
+        out.text.push_str(if k + 1 == n { ". " } else { " " });
+        out.end_piece();
     }
 }
 
 /// Appends one line of Rust-like code as pieces (split at spaces; the last ends in `\n`).
-fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
+fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Pieces) {
     let indent = "    ".repeat(*depth);
     let a = pick(rng, IDENTS);
     let b = pick(rng, IDENTS);
@@ -281,9 +312,13 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Vec<String>) {
     let mut first = true;
     while let Some(p) = parts.next() {
         let sep = if parts.peek().is_some() { " " } else { "\n" };
-        let lead = if first { indent } else { "" };
+        if first {
+            out.text.push_str(indent);
+        }
         first = false;
-        out.push(format!("{lead}{p}{sep}"));
+        out.text.push_str(p);
+        out.text.push_str(sep);
+        out.end_piece();
     }
 }
 
@@ -314,7 +349,7 @@ pub(crate) fn filler(
     let mut ends: Vec<usize> = Vec::new();
     let mut counts: Vec<u64> = Vec::new();
     let mut depth = 0usize;
-    let mut batch: Vec<String> = Vec::new();
+    let mut batch = Pieces::default();
     // A hard cap on generated text whatever the counter says (a counter that returns 0 or
     // a constant must not make this loop forever): 64 bytes per token is ten times what
     // any real tokenizer needs.
@@ -330,7 +365,7 @@ pub(crate) fn filler(
                     FillerKind::Prose => prose_sentence(&mut rng, &mut batch),
                     FillerKind::Code => code_line(&mut rng, &mut depth, &mut batch),
                 }
-                for p in &batch {
+                for p in batch.iter() {
                     let c = counter(p);
                     // Progress even if the counter says 0 for a piece.
                     have += c.max(1);
@@ -488,12 +523,12 @@ fn synthetic_tool(
     let mut rng = rng_for("tool", seed, &name);
     let verb = pick(&mut rng, VERBS);
     let object = pick(&mut rng, TYPES).to_lowercase();
-    let mut words = Vec::new();
+    let mut words = Pieces::default();
     prose_sentence(&mut rng, &mut words);
     let description = format!(
         "{}s a {object} in the workspace. {}",
         capitalise(verb),
-        words.concat().trim_end()
+        words.as_str().trim_end()
     );
     let mut properties = Map::new();
     let mut required: Vec<Value> = Vec::new();
@@ -509,7 +544,7 @@ fn synthetic_tool(
             } else {
                 format!("{pname}_{}", round + 1)
             };
-            let mut doc = Vec::new();
+            let mut doc = Pieces::default();
             prose_sentence(&mut rng, &mut doc);
             let mut prop = Map::new();
             prop.insert("type".into(), Value::String(ptype.to_string()));
@@ -518,7 +553,7 @@ fn synthetic_tool(
             }
             prop.insert(
                 "description".into(),
-                Value::String(doc.concat().trim_end().to_string()),
+                Value::String(doc.as_str().trim_end().to_string()),
             );
             if k < 2 {
                 required.push(Value::String(pname.clone()));

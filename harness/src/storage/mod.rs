@@ -217,40 +217,89 @@ impl RunStore {
         events: &[EventRow],
         messages: Vec<MessageRow>,
     ) -> Result<(), StorageError> {
-        let mut buf = Vec::new();
-        for m in messages {
-            if self.written_messages.insert(m.hash.clone()) {
-                push_line(&mut buf, &m, &self.dir.join(files::MESSAGES))?;
+        self.append_trials(vec![TrialRows {
+            trial: trial.clone(),
+            requests: requests.to_vec(),
+            events: events.to_vec(),
+            messages,
+        }])
+    }
+
+    /// Append a group of finished trials with one sync per file (group commit): every
+    /// trial's messages, requests and events, then — once those are synced — every trial's
+    /// row, synced before this returns. The guarantee is [`append_trial`](Self::append_trial)'s
+    /// for each trial of the group: a trial row on disk always has its data on disk; a
+    /// power cut or `kill -9` in the middle leaves data rows without trial rows (orphans
+    /// that `--resume` runs again) or a torn last line (detected and cut). Trial rows are
+    /// written in the group's order.
+    pub fn append_trials(&mut self, group: Vec<TrialRows>) -> Result<(), StorageError> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let mut trial_rows = Vec::with_capacity(group.len());
+        let mut msg_buf = Vec::new();
+        let mut req_buf = Vec::new();
+        let mut ev_buf = Vec::new();
+        for TrialRows {
+            trial,
+            requests,
+            events,
+            messages,
+        } in group
+        {
+            for m in messages {
+                if self.written_messages.insert(m.hash.clone()) {
+                    push_line(&mut msg_buf, &m, &self.dir.join(files::MESSAGES))?;
+                }
             }
+            for r in &requests {
+                push_line(&mut req_buf, r, &self.dir.join(files::REQUESTS))?;
+            }
+            for e in &events {
+                push_line(&mut ev_buf, e, &self.dir.join(files::EVENTS))?;
+            }
+            trial_rows.push(trial);
         }
-        let wrote_messages = !buf.is_empty();
-        write_all(&mut self.messages, &buf, &self.dir.join(files::MESSAGES))?;
-        buf.clear();
-        for r in requests {
-            push_line(&mut buf, r, &self.dir.join(files::REQUESTS))?;
-        }
-        let wrote_requests = !buf.is_empty();
-        write_all(&mut self.requests, &buf, &self.dir.join(files::REQUESTS))?;
-        buf.clear();
-        for e in events {
-            push_line(&mut buf, e, &self.dir.join(files::EVENTS))?;
-        }
-        let wrote_events = !buf.is_empty();
-        write_all(&mut self.events, &buf, &self.dir.join(files::EVENTS))?;
-        buf.clear();
+        write_all(
+            &mut self.messages,
+            &msg_buf,
+            &self.dir.join(files::MESSAGES),
+        )?;
+        write_all(
+            &mut self.requests,
+            &req_buf,
+            &self.dir.join(files::REQUESTS),
+        )?;
+        write_all(&mut self.events, &ev_buf, &self.dir.join(files::EVENTS))?;
         for (wrote, file, name) in [
-            (wrote_messages, &self.messages, files::MESSAGES),
-            (wrote_requests, &self.requests, files::REQUESTS),
-            (wrote_events, &self.events, files::EVENTS),
+            (!msg_buf.is_empty(), &self.messages, files::MESSAGES),
+            (!req_buf.is_empty(), &self.requests, files::REQUESTS),
+            (!ev_buf.is_empty(), &self.events, files::EVENTS),
         ] {
             if wrote {
                 sync(file, &self.dir.join(name))?;
             }
         }
-        push_line(&mut buf, trial, &self.dir.join(files::TRIALS))?;
+        let mut buf = Vec::new();
+        for trial in &trial_rows {
+            push_line(&mut buf, trial, &self.dir.join(files::TRIALS))?;
+        }
         write_all(&mut self.trials, &buf, &self.dir.join(files::TRIALS))?;
         sync(&self.trials, &self.dir.join(files::TRIALS))
     }
+}
+
+/// The storage rows of one finished trial, as [`RunStore::append_trials`] takes them.
+#[derive(Debug, Clone)]
+pub struct TrialRows {
+    /// The trial row (written last).
+    pub trial: TrialRow,
+    /// Its provider requests.
+    pub requests: Vec<RequestRow>,
+    /// Its events.
+    pub events: Vec<EventRow>,
+    /// Its messages (each written once per run, by content hash).
+    pub messages: Vec<MessageRow>,
 }
 
 fn sync(f: &File, path: &Path) -> Result<(), StorageError> {
