@@ -45,6 +45,14 @@ TURN_TIMEOUT = float(os.environ.get("CTXBENCH_QWEN_TURN_TIMEOUT", "300"))
 
 state = {"proc": None, "started": False}
 
+# Qwen Code tools that `tools.eager: []` does not demote (plan-mode lifecycle, task control,
+# the agent/goal/question tools, the bridge) — disabled by name so that the model sees only
+# the scenario's tools.
+BUILTIN_EXEMPT = ["agent", "ask_user_question", "enter_plan_mode", "exit_plan_mode", "get_goal",
+                  "list_agents", "skill", "tool_call", "tool_search", "update_goal", "task_stop",
+                  "enter_worktree", "exit_worktree", "record_artifact", "report_findings",
+                  "send_message", "structured_output", "todo_write", "save_memory", "cron"]
+
 
 def send(msg):
     sys.stdout.write(json.dumps(msg) + "\n")
@@ -94,9 +102,13 @@ def configure(m):
                                  "samplingParams": {"max_tokens": int(model.get("max_output_tokens") or 1024)}},
         },
         "tools": {
-            # No built-in tools: only the scenario's, discovered from our helper. An empty
-            # allowlist would mean "all", so an unknown name keeps it closed when there are none.
-            "core": names or ["ctxbench_no_tools"],
+            # No built-in tools: only the scenario's, discovered from our helper and declared
+            # upfront (`visible`); every eager built-in is demoted (`eager: []`) and, with the
+            # tool_search bridge off, not offered; the exempt ones are disabled by name.
+            "eager": [],
+            "visible": names,
+            "toolSearch": {"enabled": False},
+            "disabled": [n for n in BUILTIN_EXEMPT if n not in names],
             "discoveryCommand": f'"{py}" "{helper}" "{tools_dir}" discover "{os.path.join(tools_dir, "tools.json")}"' if tools else None,
             "callCommand": call if tools else None,
             "approvalMode": "yolo",
@@ -104,7 +116,13 @@ def configure(m):
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "checkpointing": {"enabled": False}},
+        # The instruction file is the system prompt (above); no other context files, and none
+        # of the background model calls that are not context management (managed auto-memory
+        # extraction, "dream" consolidation, skill extraction) nor the skills catalogue.
         "context": {"fileName": ["CTXBENCH_NO_CONTEXT_FILE.md"], "loadMemoryFromIncludeDirectories": False},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False,
+                   "enableAutoSkill": False},
+        "skills": {"disabledLevels": ["project", "user", "extension", "bundled"]},
         "ui": {"hideBanner": True, "hideTips": True},
     }
     settings["tools"] = {k: v for k, v in settings["tools"].items() if v is not None}
@@ -121,7 +139,10 @@ def env():
             e.pop(k)
     e.update(QWEN_HOME=state["home"], HOME=state["home"], OPENAI_BASE_URL=state["model"]["base_url"],
              OPENAI_API_KEY="ctxbench-no-key", OPENAI_MODEL=state["model"]["name"],
-             NO_COLOR="1", CI="1", QWEN_CODE_NO_RELAUNCH="1", NO_BROWSER="1")
+             NO_COLOR="1", CI="1", QWEN_CODE_NO_RELAUNCH="1", NO_BROWSER="1",
+             # Qwen Code 0.24 runs `tools.discoveryCommand` only on its legacy blocking
+             # discovery path; the default background path discovers MCP servers only.
+             QWEN_CODE_LEGACY_MCP_BLOCKING="1")
     return e
 
 
