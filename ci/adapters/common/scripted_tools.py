@@ -12,6 +12,8 @@ Command line (STATE_DIR is the first argument):
   scripted_tools.py STATE_DIR call NAME        arguments as JSON on stdin, result on stdout
   scripted_tools.py STATE_DIR discover TOOLS   TOOLS: JSON file of the protocol's `tools`;
                                                prints Gemini-style function declarations
+  scripted_tools.py STATE_DIR mcp TOOLS        a stdio MCP server (JSON-RPC lines) offering
+                                               TOOLS; each call plays the next result
 """
 
 import fcntl
@@ -60,6 +62,41 @@ def call(state_dir, name):
         return False, f"error: tool `{name}` is not available here"
 
 
+def mcp(state_dir, tools):
+    """A minimal MCP server over stdio (newline-delimited JSON-RPC 2.0): initialize,
+    tools/list, tools/call, ping; notifications are ignored."""
+    def reply(i, result=None, error=None):
+        msg = {"jsonrpc": "2.0", "id": i}
+        msg.update({"error": error} if error else {"result": result})
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        if "id" not in req:
+            continue
+        method, i = req.get("method"), req["id"]
+        if method == "initialize":
+            reply(i, {"protocolVersion": (req.get("params") or {}).get("protocolVersion", "2024-11-05"),
+                      "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "ctxbench-scripted-tools", "version": "1"}})
+        elif method == "tools/list":
+            reply(i, {"tools": [{"name": t["name"], "description": t.get("description") or t["name"],
+                                 "inputSchema": t.get("parameters") or {"type": "object"}}
+                                for t in tools]})
+        elif method == "tools/call":
+            name = (req.get("params") or {}).get("name", "")
+            ok, text = call(state_dir, name)
+            reply(i, {"content": [{"type": "text", "text": text}], "isError": not ok})
+        elif method == "ping":
+            reply(i, {})
+        else:
+            reply(i, error={"code": -32601, "message": f"method not found: {method}"})
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -78,6 +115,9 @@ def main(argv):
                  for t in tools]
         json.dump(decls, sys.stdout)
         return 0
+    if cmd == "mcp" and len(argv) == 4:
+        with open(argv[3]) as f:
+            return mcp(state_dir, json.load(f))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -146,6 +146,9 @@ def configure(m):
         "model": f"{PROVIDER}/{model['name']}",
         "small_model": f"{PROVIDER}/{model['name']}",
         "tools": perms,
+        # No session-title request: an auxiliary call outside the conversation (its own
+        # system prompt, the first user text) that is not context management.
+        "agent": {"title": {"disable": True}},
         "compaction": {
             "auto": compact,
             "prune": compact,
