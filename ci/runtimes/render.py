@@ -120,6 +120,8 @@ def render(agents, meta):
     for agent, run in agents:
         s = summary_rows(run)
         am = meta.get("agents", {}).get(agent, {})
+        if agent == "reference":
+            am = {"version": "ctxbench agent", "conformance": "—"}
         for mode in MODES:
             r = s.get(mode)
             if not r:
@@ -128,6 +130,17 @@ def render(agents, meta):
             w(f"| {agent} | {am.get('version', '?')} | {am.get('conformance', '?')} | {mode} | {r['trials']} | "
               f"{pct(fnum(r['pass_rate']))} ({r['passed']}) | {pct(fnum(r['completion']))} | {pct(fnum(r['recall']))} | "
               f"{fnum(r['median_input_tokens']) or 0:.0f} | {'—' if red is None or mode == 'off' else pct(red)} |")
+    w("")
+    for agent, run in agents:
+        try:
+            with open(os.path.join(run, "manifest.json")) as f:
+                planned = json.load(f).get("matrix_size")
+        except (OSError, ValueError):
+            planned = None
+        done = len(jl(os.path.join(run, "trials.jsonl")))
+        if planned and done < planned:
+            w(f"- **{agent}: partial run, {done} of {planned} trials** (stopped early or still "
+              f"running when this page was rendered; `ci/runtimes/compare` resumes it).")
     w("")
     w("Token reduction is the median per-step input-token reduction against `off` on the")
     w("scenarios tagged `long-session` (report/summary.csv `token_reduction_vs_off`).")
