@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -301,6 +302,8 @@ def compact(m):
 
 
 def main():
+    # ctxbench kills the adapter when a trial ends abnormally: take the server down with it.
+    signal.signal(signal.SIGTERM, lambda *_: (stop_server(), os._exit(143)))
     try:
         for line in sys.stdin:
             if not line.strip():
