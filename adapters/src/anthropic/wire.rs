@@ -1248,7 +1248,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             mid.messages,
-            vec![Message::user("a"), Message::system("s1\ns2"), Message::system("s3")]
+            vec![
+                Message::user("a"),
+                Message::system("s1\ns2"),
+                Message::system("s3")
+            ]
         );
         assert!(refuse(json!({"role": "user", "content": 5})).contains("content"));
         assert!(request_from_json(&json!({"messages": []})).is_err());
