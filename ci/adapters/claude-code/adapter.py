@@ -195,6 +195,11 @@ def exchange(text):
 def outcome_of(result, detail):
     if result is None:
         return classify(detail)
+    if result.get("terminal_reason") == "blocking_limit":
+        # Claude Code's own stop: the context is at its blocking limit and it sends nothing.
+        return {"status": "limit_reached", "reason": "context_exhausted",
+                "detail": "Claude Code stopped at its blocking context limit (terminal_reason: "
+                          "blocking_limit) without sending the request"}
     if not result.get("is_error"):
         return {"status": "completed", "reply": result.get("result") or ""}
     return classify((result.get("error") or {}).get("message") or json.dumps(result))
