@@ -333,6 +333,21 @@ fn turn_from_json(turn: &Value, out: &mut Vec<Message>) -> Result<(), WireError>
     let assistant = match turn.get("role").and_then(Value::as_str) {
         Some("user") => false,
         Some("assistant") => true,
+        // A system turn among the messages (Claude Code 2.1 sends them): its text, as a
+        // system message in place.
+        Some("system") => {
+            let text = match turn.get("content") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(blocks)) => blocks
+                    .iter()
+                    .map(text_block)
+                    .collect::<Result<Vec<_>, _>>()?
+                    .join("\n"),
+                _ => return Err(bad("`content` must be a string or an array of text blocks")),
+            };
+            out.push(Message::system(text));
+            return Ok(());
+        }
         Some(other) => return Err(bad(format!("unknown role `{other}`"))),
         None => return Err(bad("`role` must be a string")),
     };
@@ -411,7 +426,8 @@ fn tool_from_json(t: &Value) -> Result<ToolDefinition, WireError> {
 /// Read a Messages API request body (`/v1/messages`, or `/v1/messages/count_tokens`, which
 /// has no `max_tokens`): what any Anthropic client sends.
 ///
-/// `system` (a string, or text blocks: one system message each) comes first. A user turn
+/// `system` (a string, or text blocks: one system message each) comes first; a `system`
+/// turn among the messages is a system message in place. A user turn
 /// becomes a tool message per `tool_result` and a user message per `text` block; an
 /// assistant turn starts a message at each `text` block, `tool_use` blocks joining the one
 /// before them; thinking blocks are dropped; other blocks (images, documents) are refused.
@@ -1222,7 +1238,22 @@ mod tests {
         assert!(refuse(json!({"role": "user", "content": [
             {"type": "tool_use", "id": "t", "name": "n", "input": {}}]}))
         .contains("tool_use"));
-        assert!(refuse(json!({"role": "system", "content": "x"})).contains("role"));
+        assert!(refuse(json!({"role": "tool", "content": "x"})).contains("role"));
+        // A system turn among the messages (Claude Code 2.1) is a system message in place.
+        let mid = request_from_json(&json!({"model": "m", "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "system", "content": [{"type": "text", "text": "s1"}, {"type": "text", "text": "s2"}]},
+            {"role": "system", "content": "s3"},
+        ]}))
+        .unwrap();
+        assert_eq!(
+            mid.messages,
+            vec![
+                Message::user("a"),
+                Message::system("s1\ns2"),
+                Message::system("s3")
+            ]
+        );
         assert!(refuse(json!({"role": "user", "content": 5})).contains("content"));
         assert!(request_from_json(&json!({"messages": []})).is_err());
         assert!(
