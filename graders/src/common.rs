@@ -159,6 +159,21 @@ pub(crate) fn carries_instructions(content: &str, file_text: &str) -> bool {
     !text.is_empty() && content.contains(text)
 }
 
+/// Where a request carries the instruction file `file_text`: the index of the first message
+/// of the request's system prompt — its leading run of system messages — that carries it.
+/// A runtime's system prompt may arrive as several system messages (the Anthropic wire turns
+/// each `system` block into one; Claude Code sends a header and an identity line before the
+/// file), so "first" means first in the system prompt, not necessarily message 0.
+pub(crate) fn instruction_message<'a>(
+    messages: impl IntoIterator<Item = Option<&'a Message>>,
+    file_text: &str,
+) -> Option<usize> {
+    messages
+        .into_iter()
+        .take_while(|m| m.is_some_and(|m| m.role == Role::System))
+        .position(|m| m.is_some_and(|m| carries_instructions(&m.content, file_text)))
+}
+
 /// One message of the conversation ctxbench itself played.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Played {

@@ -2,9 +2,10 @@
 //! frozen for it (seed 000 invariant 11; §Instruction scope is deliberate).
 //!
 //! Judged from the requests alone — never from the hash a system reports: within one run
-//! (one script step), every physical attempt (every round, every retry) sends a
-//! byte-identical first system message, and it carries the instruction file as ctxbench
-//! wrote it for that run, so an `edit_instructions` step takes effect at the next run.
+//! (one script step), every physical attempt (every round, every retry) carries the
+//! instruction file as ctxbench wrote it for that run in its system prompt (the leading run
+//! of system messages), in a byte-identical message, so an `edit_instructions` step takes
+//! effect at the next run.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +27,7 @@ impl Grader for InstructionHashFrozen {
     }
 }
 
-/// The system message each request carries first must carry the instruction file as
+/// The system prompt of each request (its leading system messages) must carry the instruction file as
 /// ctxbench wrote it for that run (trimmed, possibly inside the runtime's own system prompt;
 /// the edited text from the run after an edit on), and be byte-identical for every attempt
 /// of the run — a runtime that re-reads or rebuilds its instructions per request changes it
@@ -43,23 +44,31 @@ fn observed(name: &str, ctx: &GradeContext<'_>) -> Verdict {
         }
         checked += 1;
         let expected = text_hash(text);
-        let first = r
-            .row
-            .message_hashes
-            .first()
-            .and_then(|h| rec.messages.get(h))
-            .filter(|m| m.role == ctxbench_adapters::Role::System);
-        let Some(first) = first.filter(|m| crate::common::carries_instructions(&m.content, text))
-        else {
+        let carried = crate::common::instruction_message(
+            r.row.message_hashes.iter().map(|h| rec.messages.get(h)),
+            text,
+        )
+        .and_then(|k| r.row.message_hashes.get(k))
+        .and_then(|h| rec.messages.get(h));
+        let Some(first) = carried else {
+            let first = r
+                .row
+                .message_hashes
+                .first()
+                .and_then(|h| rec.messages.get(h))
+                .filter(|m| m.role == ctxbench_adapters::Role::System);
             failures.push(Evidence {
                 request: Some(r.row.seq),
                 step: Some(r.row.step),
                 expected: Some(format!(
-                    "a first system message carrying sha256:{} (the instruction file of this run)",
+                    "a system prompt carrying sha256:{} (the instruction file of this run)",
                     short(&expected)
                 )),
                 seen: Some(match first {
-                    Some(m) => format!("sha256:{}", short(&text_hash(&m.content))),
+                    Some(m) => format!(
+                        "first system message sha256:{}, none carrying the file",
+                        short(&text_hash(&m.content))
+                    ),
                     None => "no system message first".into(),
                 }),
                 note: format!(

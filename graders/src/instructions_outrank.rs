@@ -4,9 +4,10 @@
 //!
 //! Judged from the requests alone, for any system under test:
 //!
-//! - the first message of every sent turn request is a system message carrying the
-//!   instruction file **as ctxbench wrote it for that run** (its trimmed text; a runtime may
-//!   embed it in its own prompt) — nothing, no memory and no history, above it;
+//! - the system prompt of every sent turn request (its leading run of system messages: wire
+//!   formats split one prompt into several) carries the instruction file **as ctxbench wrote
+//!   it for that run** (its trimmed text; a runtime may embed it in its own prompt) — nothing,
+//!   no memory and no history, above it;
 //! - no history sits in an instruction position: system text that is neither memory (by the
 //!   declared markup, or the default rule) nor the instruction file shares no run of
 //!   [`HISTORY_RUN_WORDS`] words with the conversation ctxbench played (user texts, tool
@@ -19,11 +20,10 @@ use std::collections::HashSet;
 
 use ctxbench_adapters::fake::layout::{segments, Place};
 use ctxbench_adapters::fake::text::words;
-use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
 use crate::common::{
-    carries_instructions, instruction_versions, instructions_at, memory_rule, memory_rule_words,
+    instruction_message, instruction_versions, instructions_at, memory_rule, memory_rule_words,
     messages, played, redacted_excerpt, request, role, short, text_hash, turn_requests,
 };
 use crate::{verdict, GradeContext, Grader};
@@ -81,23 +81,32 @@ impl Grader for InstructionsOutrankHistory {
                     note: format!("request {} (step {}): {note}", r.row.seq, r.row.step),
                 }
             };
+            let req = request(rec, r);
             if !file.trim().is_empty() {
-                let first_ok = matches!(msgs.first(), Some((_, Some(m)))
-                    if m.role == Role::System && carries_instructions(&m.content, file));
-                if !first_ok {
+                let Some(k) = instruction_message(req.messages.iter().map(Some), file) else {
                     failures.push(evidence(
                         0,
                         format!(
-                            "a first system message carrying this run's instruction file \
-                             (sha256:{})",
+                            "a system prompt (the leading system messages) carrying this \
+                             run's instruction file (sha256:{})",
                             short(&text_hash(file))
                         ),
-                        "the first message does not carry this run's instructions".into(),
+                        "the system prompt does not carry this run's instructions".into(),
+                    ));
+                    continue;
+                };
+                if let Some(seg) = segments(&req, &rule)
+                    .into_iter()
+                    .find(|s| s.message < k && s.place == Place::Memory)
+                {
+                    failures.push(evidence(
+                        seg.message,
+                        "memory only below the instructions".into(),
+                        format!("memory sits above this run's instructions (message {k})"),
                     ));
                     continue;
                 }
             }
-            let req = request(rec, r);
             for seg in segments(&req, &rule) {
                 if seg.place != Place::Instructions {
                     continue;

@@ -67,3 +67,74 @@ async fn instructions_may_be_embedded_but_must_come_first_and_alone() {
     assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
     assert_eq!(frozen.status, VerdictStatus::Fail, "{frozen:?}");
 }
+
+/// A system prompt that arrives as several system messages (the Anthropic wire turns each
+/// `system` block into one; Claude Code sends a header and an identity line before the file)
+/// carries the file as long as one of the leading system messages does; memory above that
+/// message, or the file only after the conversation has begun, still fails.
+#[tokio::test]
+async fn a_system_prompt_split_into_several_messages_carries_the_file() {
+    use ctxbench_adapters::Message;
+    let (mut rec, _) = grade_with(COMPACTING, Mode::Off, None, "budget").await;
+    rec.events.clear();
+    rec.declaration = ctxbench_engine::markup::declaration();
+    let scenario = ctxbench_harness::scenario::load_str("test.yaml", COMPACTING).unwrap();
+    let grade = |rec: &ctxbench_harness::record::TrialRecord| {
+        let null = serde_json::Value::Null;
+        let ctx = ctxbench_graders::GradeContext {
+            scenario: &scenario,
+            record: rec,
+            params: &null,
+        };
+        (
+            ctxbench_graders::grader("instructions-outrank-history")
+                .unwrap()
+                .grade(&ctx),
+            ctxbench_graders::grader("instruction-hash-frozen")
+                .unwrap()
+                .grade(&ctx),
+        )
+    };
+    let put = |rec: &mut ctxbench_harness::record::TrialRecord, key: &str, m: Message| {
+        rec.messages.insert(key.to_string(), m);
+        key.to_string()
+    };
+    let header = put(&mut rec, "h-header", Message::system("x-runtime-header: v=1"));
+    let identity = put(&mut rec, "h-identity", Message::system("You are RuntimeX."));
+    let split = |rec: &mut ctxbench_harness::record::TrialRecord, ahead: &[String]| {
+        for r in rec.requests.iter_mut() {
+            for (i, h) in ahead.iter().enumerate() {
+                r.row.message_hashes.insert(i, h.clone());
+            }
+        }
+    };
+    let mut split_rec = rec.clone();
+    split(&mut split_rec, &[header.clone(), identity.clone()]);
+    let (outrank, frozen) = grade(&split_rec);
+    assert_eq!(outrank.status, VerdictStatus::Pass, "{outrank:?}");
+    assert_eq!(frozen.status, VerdictStatus::Pass, "{frozen:?}");
+
+    // Declared memory ahead of the file's message.
+    let (open, close) = {
+        let m = rec.declaration.memory.clone().unwrap();
+        (m.open, m.close)
+    };
+    let memory = put(
+        &mut rec,
+        "h-memory",
+        Message::system(format!("{open}\nearlier work\n{close}")),
+    );
+    let mut above = rec.clone();
+    split(&mut above, &[header.clone(), memory]);
+    let (outrank, _) = grade(&above);
+    assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
+    assert!(outrank.evidence[0].note.contains("above"), "{outrank:?}");
+
+    // A user message first: the file is no longer in the system prompt.
+    let user = put(&mut rec, "h-user", Message::user("hello"));
+    let mut late = rec.clone();
+    split(&mut late, &[user]);
+    let (outrank, frozen) = grade(&late);
+    assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
+    assert_eq!(frozen.status, VerdictStatus::Fail, "{frozen:?}");
+}
