@@ -82,6 +82,8 @@ impl Grader for InstructionsOutrankHistory {
                 }
             };
             let req = request(rec, r);
+            // Messages before `above` sit above the instruction file in the system prompt.
+            let mut above = 0;
             if !file.trim().is_empty() {
                 let Some(k) = instruction_message(req.messages.iter().map(Some), file) else {
                     failures.push(evidence(
@@ -95,20 +97,24 @@ impl Grader for InstructionsOutrankHistory {
                     ));
                     continue;
                 };
-                if let Some(seg) = segments(&req, &rule)
-                    .into_iter()
-                    .find(|s| s.message < k && s.place == Place::Memory)
-                {
+                above = k;
+            }
+            for seg in segments(&req, &rule) {
+                let is_above = seg.message < above;
+                if is_above && rule.markup.is_some() && seg.place == Place::Memory {
                     failures.push(evidence(
                         seg.message,
                         "memory only below the instructions".into(),
-                        format!("memory sits above this run's instructions (message {k})"),
+                        format!(
+                            "declared memory sits above this run's instructions (message {above})"
+                        ),
                     ));
-                    continue;
+                    break;
                 }
-            }
-            for seg in segments(&req, &rule) {
-                if seg.place != Place::Instructions {
+                // Without declared markup, system text other than the file counts as memory
+                // (a runtime's own preamble, a header); above the file only what repeats the
+                // conversation is judged, as history.
+                if !is_above && seg.place != Place::Instructions {
                     continue;
                 }
                 let candidate: Vec<String> = runs(seg.text)
@@ -125,9 +131,17 @@ impl Grader for InstructionsOutrankHistory {
                     failures.push(evidence(
                         seg.message,
                         "history only below the instructions, as memory".into(),
-                        format!(
-                            "system text that is not memory repeats the conversation (\"{g}\")"
-                        ),
+                        if is_above {
+                            format!(
+                                "text above this run's instructions (message {above}) repeats \
+                                 the conversation (\"{g}\")"
+                            )
+                        } else {
+                            format!(
+                                "system text that is not memory repeats the conversation \
+                                 (\"{g}\")"
+                            )
+                        },
                     ));
                     break;
                 }

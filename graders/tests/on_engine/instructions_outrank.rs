@@ -99,7 +99,11 @@ async fn a_system_prompt_split_into_several_messages_carries_the_file() {
         rec.messages.insert(key.to_string(), m);
         key.to_string()
     };
-    let header = put(&mut rec, "h-header", Message::system("x-runtime-header: v=1"));
+    let header = put(
+        &mut rec,
+        "h-header",
+        Message::system("x-runtime-header: v=1"),
+    );
     let identity = put(&mut rec, "h-identity", Message::system("You are RuntimeX."));
     let split = |rec: &mut ctxbench_harness::record::TrialRecord, ahead: &[String]| {
         for r in rec.requests.iter_mut() {
@@ -127,6 +131,23 @@ async fn a_system_prompt_split_into_several_messages_carries_the_file() {
     let mut above = rec.clone();
     split(&mut above, &[header.clone(), memory]);
     let (outrank, _) = grade(&above);
+    assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
+    assert!(outrank.evidence[0].note.contains("above"), "{outrank:?}");
+
+    // Without declared markup, a runtime's own preamble above the file is fine; history
+    // above it is not.
+    let mut undeclared = split_rec.clone();
+    undeclared.declaration = Default::default();
+    let (outrank, _) = grade(&undeclared);
+    assert_eq!(outrank.status, VerdictStatus::Pass, "{outrank:?}");
+    let earlier = rec.turns[2].user.clone();
+    let history = put(
+        &mut undeclared,
+        "h-history",
+        Message::system(format!("Earlier the user said: {earlier}")),
+    );
+    split(&mut undeclared, &[history]);
+    let (outrank, _) = grade(&undeclared);
     assert_eq!(outrank.status, VerdictStatus::Fail, "{outrank:?}");
     assert!(outrank.evidence[0].note.contains("above"), "{outrank:?}");
 
