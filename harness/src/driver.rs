@@ -167,17 +167,38 @@ fn place_events(items: Vec<(u64, LogItem)>) -> Vec<(u64, LogItem)> {
     out
 }
 
-/// The tool calls an external agent's model made, judged against the script the way the
-/// in-process executor would have (scripted when the name matches the next scripted call).
+/// The tool calls an external agent executed: each call its model made, judged against the
+/// script the way the in-process executor would have (scripted when the name matches the
+/// next scripted call), once — and again for every further result the agent sent back for
+/// the same call in one request (a call answered twice was executed twice). What the agent
+/// did is seen only in what it sends; a call the model repeats is a new call (the fake
+/// gives it a new id).
 fn observed_executions(items: &[(u64, LogItem)], steps: &[Step]) -> Vec<ToolExecution> {
     let mut out = Vec::new();
     let mut cursor: BTreeMap<u64, usize> = BTreeMap::new();
+    // (step, call id) → the most results one request carried for it.
+    let mut answered: BTreeMap<(u64, &str), usize> = BTreeMap::new();
     for (step, item) in items {
         let LogItem::Exchange {
-            result: Ok(response),
-            ..
+            request, result, ..
         } = item
         else {
+            continue;
+        };
+        let mut here: BTreeMap<&str, usize> = BTreeMap::new();
+        for id in request
+            .messages
+            .iter()
+            .filter(|m| m.role == ctxbench_adapters::Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+        {
+            *here.entry(id).or_default() += 1;
+        }
+        for (id, n) in here {
+            let most = answered.entry((*step, id)).or_default();
+            *most = (*most).max(n);
+        }
+        let Ok(response) = result else {
             continue;
         };
         let scripted: Vec<&ScriptedCall> = match steps.get(*step as usize) {
@@ -186,7 +207,9 @@ fn observed_executions(items: &[(u64, LogItem)], steps: &[Step]) -> Vec<ToolExec
         };
         for call in &response.message.tool_calls {
             let next = cursor.entry(*step).or_insert(0);
-            let ok = scripted.get(*next).is_some_and(|c| c.name == call.name);
+            let ok = scripted.get(*next).is_some_and(|c| {
+                ctxbench_adapters::fake::tool_names::names_tool(&call.name, &c.name)
+            });
             if ok {
                 *next += 1;
             }
@@ -198,6 +221,15 @@ fn observed_executions(items: &[(u64, LogItem)], steps: &[Step]) -> Vec<ToolExec
             });
         }
     }
+    let mut again = Vec::new();
+    for x in &out {
+        let n = answered
+            .get(&(x.step, x.call_id.as_str()))
+            .copied()
+            .unwrap_or(0);
+        again.extend((1..n).map(|_| x.clone()));
+    }
+    out.extend(again);
     out
 }
 

@@ -12,6 +12,7 @@
 //! * [`summary`] — the summaries it writes when asked to summarize: generic salience,
 //!   profiles and defects, never the fact list;
 //! * [`opaque`] — its native compaction items and how it reads them back;
+//! * [`tool_names`] — a scripted tool found among the request's (possibly namespaced) tools;
 //! * [`wrapper`] — the "codex wrapper" shape (a conversation as JSON in one prompt), which it
 //!   reads back as messages.
 //!
@@ -27,6 +28,7 @@ pub mod summary;
 pub mod taint;
 pub mod text;
 pub mod tokenizer;
+pub mod tool_names;
 pub mod wrapper;
 
 pub use layout::{MemoryRule, Place};

@@ -38,6 +38,7 @@
 //! Everything is a function of the script, the request and the cursor, so a retried
 //! request gets the same answer.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -95,6 +96,10 @@ pub struct FakeProvider {
 pub struct FakeState {
     requests: AtomicU64,
     cursor: Mutex<usize>,
+    /// Tool call ids already given in an answered reply, with how often: a round played
+    /// again (a system that summarized the turn's own tool rounds) is the model asking
+    /// again, with new ids, as a model would.
+    issued: Mutex<HashMap<String, u32>>,
     /// What the system under test declared (memory markup, summary marker): from the
     /// script, or later from the protocol handshake ([`FakeProvider::declare`]).
     declared: std::sync::RwLock<(Option<crate::Markup>, Option<String>)>,
@@ -106,6 +111,7 @@ impl FakeState {
         FakeState {
             requests: AtomicU64::new(0),
             cursor: Mutex::new(0),
+            issued: Mutex::new(HashMap::new()),
             declared: std::sync::RwLock::new((
                 script.memory.clone(),
                 script.summary_marker.clone(),
@@ -248,6 +254,22 @@ impl FakeProvider {
         last_user.is_none_or(|u| self.find_turn(&request.messages[u].content).is_none())
     }
 
+    /// Give every call in an answered reply an id no earlier answered reply used: the
+    /// scripted id the first time, `<id>_again<n>` when the same round is played again.
+    fn fresh_ids(&self, calls: &mut [ToolCall]) {
+        if calls.is_empty() {
+            return;
+        }
+        let mut issued = self.state.issued.lock().unwrap_or_else(|e| e.into_inner());
+        for call in calls {
+            let n = issued.entry(call.id.clone()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                call.id = format!("{}_again{}", call.id, *n - 1);
+            }
+        }
+    }
+
     /// Move the cursor to turn `idx` (the request that matched it was answered).
     fn commit_turn(&self, idx: usize) {
         *self.state.cursor.lock().unwrap_or_else(|e| e.into_inner()) = idx;
@@ -281,7 +303,8 @@ impl FakeProvider {
                     .enumerate()
                     .map(|(k, c)| ToolCall {
                         id: format!("call_{turn_idx}_{round}_{k}"),
-                        name: c.name.clone(),
+                        name: super::tool_names::advertised_name(&request.tools, &c.name)
+                            .to_string(),
                         arguments: c.arguments.clone(),
                     })
                     .collect();
@@ -440,7 +463,7 @@ impl Provider for FakeProvider {
         .collect();
         let Played {
             mut text,
-            tool_calls,
+            mut tool_calls,
             turn,
         } = played;
         for claim in claims {
@@ -457,6 +480,7 @@ impl Provider for FakeProvider {
         if let Some(turn) = turn {
             self.commit_turn(turn);
         }
+        self.fresh_ids(&mut tool_calls);
 
         let output_tokens = self.scaled(
             self.tokenizer.count_text(&text)
