@@ -96,10 +96,11 @@ pub struct FakeProvider {
 pub struct FakeState {
     requests: AtomicU64,
     cursor: Mutex<usize>,
-    /// Tool call ids already given in an answered reply, with how often: a round played
-    /// again (a system that summarized the turn's own tool rounds) is the model asking
-    /// again, with new ids, as a model would.
-    issued: Mutex<HashMap<String, u32>>,
+    /// Tool call ids already given in an answered reply, with the distinct requests they
+    /// answered (fingerprints): a round played again for a different request (a system
+    /// that summarized the turn's own tool rounds) is the model asking again, with new ids,
+    /// as a model would; the same request again (a retry) gets the same reply.
+    issued: Mutex<HashMap<String, Vec<u64>>>,
     /// What the system under test declared (memory markup, summary marker): from the
     /// script, or later from the protocol handshake ([`FakeProvider::declare`]).
     declared: std::sync::RwLock<(Option<crate::Markup>, Option<String>)>,
@@ -254,18 +255,38 @@ impl FakeProvider {
         last_user.is_none_or(|u| self.find_turn(&request.messages[u].content).is_none())
     }
 
-    /// Give every call in an answered reply an id no earlier answered reply used: the
-    /// scripted id the first time, `<id>_again<n>` when the same round is played again.
-    fn fresh_ids(&self, calls: &mut [ToolCall]) {
+    /// Give every call in an answered reply an id no reply to another request used: the
+    /// scripted id the first time, `<id>_again<n>` when the same round is played again for
+    /// the n-th different request; the same request again gets the same ids.
+    fn fresh_ids(&self, request: &ModelRequest, calls: &mut [ToolCall]) {
         if calls.is_empty() {
             return;
         }
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for m in &request.messages {
+            m.role.as_str().hash(&mut h);
+            m.content.hash(&mut h);
+            m.tool_call_id.hash(&mut h);
+            for c in &m.tool_calls {
+                c.id.hash(&mut h);
+                c.name.hash(&mut h);
+                c.arguments.to_string().hash(&mut h);
+            }
+        }
+        let fingerprint = h.finish();
         let mut issued = self.state.issued.lock().unwrap_or_else(|e| e.into_inner());
         for call in calls {
-            let n = issued.entry(call.id.clone()).or_insert(0);
-            *n += 1;
-            if *n > 1 {
-                call.id = format!("{}_again{}", call.id, *n - 1);
+            let seen = issued.entry(call.id.clone()).or_default();
+            let n = match seen.iter().position(|f| *f == fingerprint) {
+                Some(n) => n,
+                None => {
+                    seen.push(fingerprint);
+                    seen.len() - 1
+                }
+            };
+            if n > 0 {
+                call.id = format!("{}_again{n}", call.id);
             }
         }
     }
@@ -480,7 +501,7 @@ impl Provider for FakeProvider {
         if let Some(turn) = turn {
             self.commit_turn(turn);
         }
-        self.fresh_ids(&mut tool_calls);
+        self.fresh_ids(request, &mut tool_calls);
 
         let output_tokens = self.scaled(
             self.tokenizer.count_text(&text)
@@ -738,6 +759,34 @@ mod tests {
         msgs.push(Message::user("Something else entirely."));
         let r4 = block_on(p.complete(&request(msgs, 500))).unwrap();
         assert_eq!(r4.message.content, UNSCRIPTED_REPLY);
+    }
+
+    #[test]
+    fn a_round_played_again_for_another_request_gets_new_call_ids() {
+        let p = FakeProvider::new(script(100_000));
+        let first = request(
+            vec![
+                Message::system("Be useful."),
+                Message::user("Fix the build."),
+            ],
+            500,
+        );
+        let a = block_on(p.complete(&first)).unwrap();
+        assert_eq!(a.message.tool_calls[0].id, "call_0_0_0");
+        // The turn's rounds summarized away: the same round, another request.
+        let summarized = request(
+            vec![
+                Message::system("Be useful. Earlier: read the manifest."),
+                Message::user("Fix the build."),
+            ],
+            500,
+        );
+        let b = block_on(p.complete(&summarized)).unwrap();
+        assert_eq!(b.message.tool_calls[0].id, "call_0_0_0_again1");
+        assert_eq!(b.message.tool_calls[0].name, a.message.tool_calls[0].name);
+        // Each request again gets its own reply again.
+        assert_eq!(block_on(p.complete(&first)).unwrap(), a);
+        assert_eq!(block_on(p.complete(&summarized)).unwrap(), b);
     }
 
     #[test]
