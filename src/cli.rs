@@ -21,6 +21,32 @@ Where the rest is explained:
   gates and INCOMPLETE: docs/gates.md
   scenario and gates-file errors: docs/scenario-format.md";
 
+/// What a runtime author meets, shown under `conformance --help` (pinned to the reason
+/// vocabulary by a test below).
+const AGENT_HELP: &str = "Exit codes:
+  0  every check passed
+  1  a check failed: each check prints its outcome and detail
+  2  bad input: --sut is not exec:COMMAND, or the command cannot be parsed
+
+Checks: handshake, a turn, restart, instruction edit, compact dry-run, garbage
+tolerance, shutdown (docs/runtime-authors.md).
+
+Reasons a turn that does not complete may carry (docs/agent-protocol.md, \"Reasons\"):
+  limit_reached: mandatory_context_exceeds_budget, context_exhausted
+  failed: provider_overflow, provider_overflow_after_output, provider_rejected,
+    round_limit, infrastructure
+  either, when a failed compaction stopped the turn: no_safe_completed_span,
+    summarizer_failed, summary_invalid, summary_input_too_large,
+    strategy_unavailable, no_progress, does_not_fit, checkpoint_write_failed,
+    instructions_unreadable
+Compaction outcomes: failed with a reason above; unchanged with already_compacted,
+  nothing_to_compact, dry_run, mode_not_compact.
+
+Failures of the agent itself end its trial as failed (docs/agent-protocol.md):
+  agent_timeout, agent_crashed, agent_malformed_output, agent_protocol_version,
+  agent_protocol_violation, agent_error, agent_io; agent_spawn_failed (the command
+  cannot be started) leaves the trial errored.";
+
 /// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
 /// recovery) against a deterministic fake provider, and gate on the evidence.
 #[derive(Debug, Parser)]
@@ -63,6 +89,7 @@ pub enum Command {
     Agent,
     /// Check that an external agent speaks the `ctxbench.agent/1` protocol: handshake, a
     /// turn, restart, instruction edit, compact dry-run, garbage tolerance, shutdown.
+    #[command(after_help = AGENT_HELP)]
     Conformance(ConformanceArgs),
     /// Show a run's trials in the terminal: failed trials first; with `--trial`, each
     /// request's budget by category, estimate against provider count, flags, compaction
@@ -352,5 +379,35 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    use super::AGENT_HELP;
+    use ctxbench_sut::outcome::reasons;
+
+    /// Every reason of the vocabulary, and every agent failure, is named in the help a
+    /// runtime author reads.
+    #[test]
+    fn the_agent_help_names_every_reason() {
+        let agent = [
+            "agent_spawn_failed",
+            "agent_timeout",
+            "agent_crashed",
+            "agent_malformed_output",
+            "agent_protocol_version",
+            "agent_protocol_violation",
+            "agent_error",
+            "agent_io",
+        ];
+        for r in reasons::TURN
+            .iter()
+            .chain(reasons::COMPACTION_FAILED)
+            .chain(reasons::UNCHANGED)
+            .chain(&agent)
+        {
+            assert!(
+                AGENT_HELP.contains(r),
+                "{r} missing from conformance --help"
+            );
+        }
     }
 }

@@ -413,13 +413,17 @@ facts:
     states: "All storage must use PostgreSQL 16."
     question: "Which database must all storage use?"
     expect: {contains: PostgreSQL}
+  - id: key
+    states: "The staging key is sk-leak-4Fz9Qw2Lm7."
+    question: "What is the staging key?"
+    expect: {contains: sk-leak-4Fz9Qw2Lm7}
 script:
-  - user: "Start. {fact:db} The staging key is sk-leak-4Fz9Qw2Lm7."
+  - user: "Start. {fact:db} {fact:key}"
   - tool_calls:
       - call: {name: login, args: {key: sk-leak-4Fz9Qw2Lm7}}
         result: "logged in with sk-leak-4Fz9Qw2Lm7"
   - assistant: "Logged in with sk-leak-4Fz9Qw2Lm7."
-  - probe: [db]
+  - probe: [db, key]
 expect:
   graders: [recall]
   outcome: any

@@ -601,6 +601,7 @@ pub fn rows(
         .into_iter()
         .map(|r| RecallRow {
             answer: red_opt(&r.answer),
+            expected: redactor.redact(&r.expected),
             ..r
         })
         .collect();

@@ -140,7 +140,9 @@ pub const MAX_DECLARATION_BYTES: usize = 16 * 1024;
 /// the least recently used trial without a request in flight, and is refused (503, retried
 /// by clients) when every trial has one. An evicted trial's next request is answered 410
 /// `evicted_trial` with the reason — never silently from the start of its script — for as
-/// long as its key is remembered (at most `max_trials` keys, and `idle_ttl`).
+/// long as its eviction is remembered: the last [`EVICTIONS_REMEMBERED_PER_SLOT`] ×
+/// `max_trials` evictions (a 64-bit fingerprint of the key and a few counters each, about
+/// 3 MB at the default cap), and, with a TTL, for one TTL.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialLimits {
     /// Most trial keys held at once (at least 1).
@@ -229,10 +231,36 @@ enum Refusal {
     Full(usize),
 }
 
-/// A remembered eviction.
+/// Evictions remembered per trial slot ([`TrialLimits::max_trials`]): an evicted key keeps
+/// being refused until this many later evictions (or one TTL) have passed.
+pub const EVICTIONS_REMEMBERED_PER_SLOT: usize = 16;
+
+/// Why a trial was evicted (the message is written when the key comes back).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EvictionCause {
+    /// Idle for longer than the TTL (seconds).
+    Idle(u64),
+    /// A new key needed the slot of the least recently used trial (the cap).
+    Capacity(usize),
+}
+
+impl EvictionCause {
+    fn reason(self) -> String {
+        match self {
+            EvictionCause::Idle(ttl) => {
+                format!("it was idle for longer than the trial TTL of {ttl} s")
+            }
+            EvictionCause::Capacity(max) => {
+                format!("the server holds at most {max} trials and it was the least recently used")
+            }
+        }
+    }
+}
+
+/// A remembered eviction: a few numbers, never the key (only its fingerprint).
 struct Eviction {
     at_ms: u64,
-    reason: String,
+    cause: EvictionCause,
     requests: u64,
 }
 
@@ -240,9 +268,12 @@ struct Eviction {
 #[derive(Default)]
 struct Table {
     live: HashMap<String, Arc<Trial>>,
-    evicted: HashMap<String, Eviction>,
-    /// Evicted keys, oldest first, with their eviction time (to bound `evicted`).
-    evicted_order: std::collections::VecDeque<(String, u64)>,
+    /// Evictions by key fingerprint ([`Table::fingerprint`]).
+    evicted: HashMap<u64, Eviction>,
+    /// Evicted fingerprints, oldest first, with their eviction time (to bound `evicted`).
+    evicted_order: std::collections::VecDeque<(u64, u64)>,
+    /// Seeds the fingerprints: random per server, so no client can choose colliding keys.
+    hasher: std::collections::hash_map::RandomState,
     last_sweep_ms: u64,
 }
 
@@ -258,20 +289,30 @@ struct Shared {
 }
 
 impl Table {
-    /// Move `key` from the live trials to the evicted ones, with `reason`.
-    fn evict(&mut self, key: &str, reason: String, now_ms: u64, max: usize) {
+    /// The 64-bit fingerprint under which an evicted key is remembered.
+    fn fingerprint(&self, key: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(key)
+    }
+
+    /// Move `key` from the live trials to the evicted ones, with its cause.
+    fn evict(&mut self, key: &str, cause: EvictionCause, now_ms: u64, max_trials: usize) {
         let Some(trial) = self.live.remove(key) else {
             return;
         };
+        let fp = self.fingerprint(key);
         self.evicted.insert(
-            key.to_string(),
+            fp,
             Eviction {
                 at_ms: now_ms,
-                reason,
+                cause,
                 requests: trial.http_requests.load(Ordering::SeqCst),
             },
         );
-        self.evicted_order.push_back((key.to_string(), now_ms));
+        self.evicted_order.push_back((fp, now_ms));
+        let max = max_trials
+            .max(1)
+            .saturating_mul(EVICTIONS_REMEMBERED_PER_SLOT);
         while self.evicted_order.len() > max {
             if let Some((old, at)) = self.evicted_order.pop_front() {
                 if self.evicted.get(&old).is_some_and(|e| e.at_ms == at) {
@@ -312,11 +353,8 @@ impl Shared {
             .map(|(k, _)| k.clone())
             .collect();
         for key in idle {
-            let reason = format!(
-                "it was idle for longer than the trial TTL of {} s",
-                ttl.as_secs()
-            );
-            table.evict(&key, reason, now_ms, limits.max_trials);
+            let cause = EvictionCause::Idle(ttl.as_secs());
+            table.evict(&key, cause, now_ms, limits.max_trials);
         }
         while let Some((key, at)) = table.evicted_order.front().cloned() {
             if now_ms.saturating_sub(at) <= ttl_ms {
@@ -343,13 +381,14 @@ impl Shared {
                 t.last_used.store(now, Ordering::SeqCst);
                 return Ok(t.clone());
             }
-            if let Some(e) = table.evicted.get(key) {
+            if let Some(e) = table.evicted.get(&table.fingerprint(key)) {
                 return Err(Refusal::Evicted(format!(
                     "trial `{key}` was evicted by the server after {} request(s) because {}; \
                      its script position is lost, so this request cannot be answered as the \
                      trial expects — run the trial again (a new trial key), or raise the \
                      server's limits (serve-fake --max-trials, --trial-ttl)",
-                    e.requests, e.reason
+                    e.requests,
+                    e.cause.reason()
                 )));
             }
         }
@@ -386,11 +425,10 @@ impl Shared {
             let Some(victim) = victim else {
                 return Err(Refusal::Full(max));
             };
-            let reason =
-                format!("the server holds at most {max} trials and it was the least recently used");
-            table.evict(&victim, reason, now, max);
+            table.evict(&victim, EvictionCause::Capacity(max), now, max);
         }
-        table.evicted.remove(key);
+        let fp = table.fingerprint(key);
+        table.evicted.remove(&fp);
         table.live.insert(key.to_string(), trial.clone());
         Ok(trial)
     }
@@ -1125,6 +1163,32 @@ mod tests {
     }
 
     #[test]
+    fn an_evicted_key_is_refused_long_after_the_cap_has_turned_over() {
+        // The audit's case: with room for 2 trials, keys 10..14 then 10 again must not
+        // restart key 10's script from the beginning.
+        let (s, _) = shared(TrialLimits {
+            max_trials: 2,
+            ..TrialLimits::default()
+        });
+        for (i, k) in (10..15).enumerate() {
+            s.trial_at(&format!("k{k}"), i as u64).ok().unwrap();
+        }
+        let why = evicted(s.trial_at("k10", 10));
+        assert!(why.contains("trial `k10` was evicted"), "{why}");
+        // Remembered for EVICTIONS_REMEMBERED_PER_SLOT × max_trials later evictions.
+        for i in 0..(2 * EVICTIONS_REMEMBERED_PER_SLOT as u64 - 4) {
+            s.trial_at(&format!("k{}", 100 + i), 100 + i).ok().unwrap();
+        }
+        evicted(s.trial_at("k10", 1_000));
+        for i in 0..8 {
+            s.trial_at(&format!("k{}", 200 + i), 2_000 + i)
+                .ok()
+                .unwrap();
+        }
+        assert!(s.trial_at("k10", 3_000).is_ok(), "forgotten past the bound");
+    }
+
+    #[test]
     fn idle_trials_expire_and_their_eviction_is_remembered_for_one_ttl() {
         let (s, _) = shared(TrialLimits {
             max_trials: 100,
@@ -1170,7 +1234,8 @@ mod tests {
         }
         let table = s.trials();
         assert_eq!(table.live.len(), 8);
-        assert!(table.evicted.len() <= 8 && table.evicted_order.len() <= 8);
+        let remembered = 8 * EVICTIONS_REMEMBERED_PER_SLOT;
+        assert!(table.evicted.len() <= remembered && table.evicted_order.len() <= remembered);
         drop(table);
         // One resolution to create each trial and one per use.
         assert_eq!(resolver.0.load(Ordering::SeqCst), 20_000);

@@ -481,3 +481,113 @@ fn claims_in_tool_output_never_become_key_lines() {
     assert!(!s.to_lowercase().contains("approval granted"), "{s}");
     assert!(s.contains(OMISSION_MARKER), "{s}");
 }
+
+/// Untrusted text of any shape and script never panics the summarizer (a tool result in
+/// German once did: a byte slice inside `ü`). Seeded, so a failure replays.
+#[test]
+fn arbitrary_text_in_any_script_never_panics() {
+    const PIECES: &[&str] = &[
+        "übersprungen",
+        "Größe",
+        "ß",
+        "日本語の設定",
+        "ポート",
+        "é",
+        "e\u{301}",
+        "🦀",
+        "👩‍💻",
+        "\u{202e}",
+        "\u{200b}",
+        "Ω",
+        "ı",
+        "İ",
+        "ﬁ",
+        "x",
+        "MAX_RETRIES",
+        "=",
+        " = ",
+        ": ",
+        "|",
+        " | ",
+        "-",
+        "_",
+        ".",
+        "/",
+        "::",
+        "->",
+        "{",
+        "}",
+        "(",
+        ")",
+        "<",
+        ">",
+        ";",
+        ",",
+        "\"",
+        "'",
+        "`",
+        "#",
+        "*",
+        "+",
+        "\t",
+        "\n",
+        "\r\n",
+        " ",
+        "  ",
+        "7",
+        "42",
+        "3.11.4",
+        "v2",
+        "must",
+        "never",
+        "only",
+        "always",
+        "archive://runs/1/ü.log",
+        "sk-live-123",
+        "ok",
+        "FAILED",
+        "exit code: 2",
+        "port",
+        "is",
+        "the",
+        "Ignore previous instructions",
+    ];
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for round in 0..60 {
+        let text = |len: usize, next: &mut dyn FnMut(usize) -> usize| {
+            (0..len)
+                .map(|_| PIECES[next(PIECES.len())])
+                .collect::<String>()
+        };
+        let mut msgs = Vec::new();
+        let mut turns = Vec::new();
+        for t in 1..=6 {
+            let len = 1 + next(80);
+            msgs.push(Message::user(text(len, &mut next)));
+            let id = format!("c{t}");
+            msgs.push(calls(vec![call(
+                &id,
+                "read_file",
+                serde_json::json!({"path": text(1 + next(4), &mut next)}),
+            )]));
+            let len = 1 + next(200);
+            msgs.push(Message::tool_result(id, text(len, &mut next)));
+            let len = 1 + next(60);
+            msgs.push(Message::assistant(text(len, &mut next)));
+            turns.extend([t; 4]);
+        }
+        let target = [8, 40, 200, 1000][round % 4];
+        let secrets = ["sk-live-123".to_string()];
+        let s = run(msgs, turns, target, &secrets);
+        assert!(
+            !s.contains("sk-live-123"),
+            "round {round}: secret kept: {s}"
+        );
+    }
+}

@@ -238,7 +238,9 @@ fn statement(line: &str, n: usize) -> Option<i64> {
         .filter(|t| {
             !t.chars().all(|c| c.is_ascii_digit())
                 && t.chars().next().is_some_and(char::is_alphanumeric)
-                && t[1..].contains(['-', '_', '.', '/'])
+                && t.char_indices()
+                    .nth(1)
+                    .is_some_and(|(i, _)| t[i..].contains(['-', '_', '.', '/']))
         })
         .count();
     (numbers >= 1 && numbers + joined >= 2).then(|| 4 + i64::from(numbers >= 2))
