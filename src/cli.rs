@@ -47,6 +47,17 @@ Failures of the agent itself end its trial as failed (docs/agent-protocol.md):
   agent_protocol_violation, agent_error, agent_io; agent_spawn_failed (the command
   cannot be started) leaves the trial errored.";
 
+/// `report --help`: its exit codes are its verdict's.
+const REPORT_HELP: &str = "Exit codes (the verdict's, as `ctxbench gate`; the report is written whatever the verdict):
+  0  PASS: every gate passed
+  1  FAIL: a gate failed
+  2  bad input, no report: flags, gates file, an unreadable run directory, or
+     directories that are not shards of one run (another system under test, seed,
+     provider, --trials, ctxbench version, modes, suite, shard count, matrix size,
+     registered gates or scenario text)
+  3  INCOMPLETE: too little evidence, missing shards or trials, or gates other than
+     the registered ones without --exploratory";
+
 /// ctxbench — evaluate LLM-agent context management (budgeting, compaction, overflow
 /// recovery) against a deterministic fake provider, and gate on the evidence.
 #[derive(Debug, Parser)]
@@ -71,7 +82,9 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Check scenario files; every problem with file:line:column and what was expected.
     Validate(ValidateArgs),
-    /// (Re)build the report of one or more run directories (shards merge).
+    /// (Re)build the report of one or more run directories (shards of one run merge); exit
+    /// with its verdict, as gate does: 0 pass, 1 fail, 3 cannot evaluate.
+    #[command(after_help = REPORT_HELP)]
     Report(ReportArgs),
     /// Evaluate the gates of a run; exit 0 pass, 1 fail, 3 cannot evaluate.
     Gate(GateArgs),
@@ -326,7 +339,8 @@ pub struct ReportArgs {
     /// Run directories (several shards merge into one report).
     #[arg(required = true, value_name = "RUN_DIR")]
     pub runs: Vec<PathBuf>,
-    /// Gates file (default: the built-in gates).
+    /// Gates file (default: the gates registered in the first run's manifest, else the
+    /// built-in gates).
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
     /// Output directory (default: <first RUN_DIR>/report).
@@ -341,7 +355,7 @@ pub struct ReportArgs {
     #[arg(long = "system", value_name = "OTHER_RUN_DIR")]
     pub systems: Vec<PathBuf>,
     /// Evaluate `--gates` that differ from the registered ones as exploratory (stamped in
-    /// every output); without it they give no verdict.
+    /// every output); without it they give no verdict (exit 3).
     #[arg(long)]
     pub exploratory: bool,
 }

@@ -5,7 +5,7 @@
 //! | 0 | success; for `run`/`gate`: every gate passed |
 //! | 1 | a gate failed |
 //! | 2 | bad input: arguments, scenario files, gates file, run directory |
-//! | 3 | gates could not be evaluated (missing data, candidate mode absent, mismatched runs) |
+//! | 3 | gates could not be evaluated (missing data, candidate mode absent); runs that are not shards of one run are bad input (2) |
 //! | 4 | the run itself failed (storage, harness error) |
 
 /// Success.

@@ -613,3 +613,362 @@ fn inspect_shows_failed_trials_first_then_a_trials_requests_and_evidence() {
     let not_run = ctxbench(tmp.path(), &["inspect", "suite"]);
     assert_eq!(not_run.status.code(), Some(2), "{}", text(&not_run));
 }
+
+/// One trial's rows of a JSONL file of a run directory.
+fn trial_rows(run: &Path, file: &str, trial: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join(file))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["trial_id"] == trial)
+        .collect()
+}
+
+/// The timeline lines of `ctxbench inspect --trial`: (step, line) of each compaction or
+/// checkpoint event (`step N …`), sent request (`#N step S …`) and stop (`stop step S …`).
+fn timeline_lines(shown: &str) -> Vec<(u64, String)> {
+    shown
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let step = match words.as_slice() {
+                ["step", n, ..] if l.starts_with("  step ") => n,
+                [first, "step", n, ..] if first.starts_with('#') || *first == "stop" => n,
+                _ => return None,
+            };
+            Some((step.parse().ok()?, l.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Every compaction event of a trial, manual `compact:` steps included, appears once at its
+/// step; requests stopped before sending sit at their steps, are counted apart from sent
+/// requests the same way in both headers, and are selected with `--request 0`.
+#[test]
+fn inspect_shows_every_compaction_event_once_in_step_order_with_stops_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = ctxbench(
+        tmp.path(),
+        &[
+            "run",
+            "--scenario",
+            "failure-reason",
+            "--scenario",
+            "thrash-guard",
+            "--modes",
+            "compact",
+            "--out",
+            "r",
+            "--progress",
+            "none",
+        ],
+    );
+    assert!(
+        matches!(run.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&run)
+    );
+    let dir = tmp.path().join("r");
+    for trial in ["failure-reason/compact/0", "thrash-guard/compact/0"] {
+        let one = ctxbench(tmp.path(), &["inspect", "r", "--trial", trial]);
+        assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+        let shown = String::from_utf8_lossy(&one.stdout).to_string();
+        let lines = timeline_lines(&shown);
+        // Step order throughout.
+        let steps: Vec<u64> = lines.iter().map(|(s, _)| *s).collect();
+        let mut sorted = steps.clone();
+        sorted.sort();
+        assert_eq!(steps, sorted, "not in step order:\n{shown}");
+        // Each compaction event exactly once, at its step, in order.
+        let events: Vec<(u64, String)> = trial_rows(&dir, "events.jsonl", trial)
+            .into_iter()
+            .filter(|e| {
+                e["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("context.compaction"))
+            })
+            .map(|e| {
+                let kind = e["kind"].as_str().unwrap().trim_start_matches("context.");
+                (e["step"].as_u64().unwrap(), kind.replace('.', " "))
+            })
+            .collect();
+        assert!(!events.is_empty(), "{trial}: no compaction events");
+        let shown_events: Vec<&(u64, String)> = lines
+            .iter()
+            .filter(|(_, l)| l.starts_with("step "))
+            .collect();
+        assert_eq!(shown_events.len(), events.len(), "{trial}:\n{shown}");
+        for ((step, kind), (at, line)) in events.iter().zip(&shown_events) {
+            assert_eq!(step, at, "{trial}: {line}");
+            assert!(
+                line.contains(kind.as_str()),
+                "{trial}: {kind} shown as {line}"
+            );
+        }
+        // Every request row once; sent and stopped counted apart, alike in both headers.
+        let requests = trial_rows(&dir, "requests.jsonl", trial);
+        let sent = requests.iter().filter(|r| r["sent"] == true).count();
+        let stops = requests.len() - sent;
+        let request_lines = lines
+            .iter()
+            .filter(|(_, l)| !l.starts_with("step "))
+            .count();
+        assert_eq!(request_lines, requests.len(), "{trial}:\n{shown}");
+        let counts = if stops > 0 {
+            format!("{sent} sent, {stops} stopped before sending")
+        } else {
+            format!("{sent} sent")
+        };
+        assert!(
+            shown.contains(&format!("requests {counts}")),
+            "trial header: {counts}:\n{shown}"
+        );
+        let listing = if stops > 0 {
+            format!("requests {sent} sent (#1–#{sent}), {stops} stopped before sending;")
+        } else {
+            format!("requests {sent} sent (#1–#{sent});")
+        };
+        assert!(
+            shown.contains(&listing),
+            "listing header {listing}:\n{shown}"
+        );
+    }
+
+    // Manual compaction steps, with their outcomes and reasons.
+    let one = ctxbench(
+        tmp.path(),
+        &["inspect", "r", "--trial", "failure-reason/compact/0"],
+    );
+    let shown = String::from_utf8_lossy(&one.stdout).to_string();
+    for needle in [
+        "compaction failed: summarizer_failed",
+        "compaction unchanged: already_compacted",
+        "compaction unchanged: nothing_to_compact",
+        "compaction completed (trigger manual",
+    ] {
+        assert!(shown.contains(needle), "missing {needle:?}:\n{shown}");
+    }
+
+    // thrash-guard: a step's compaction failure once, its stop after it, in step order.
+    let trial = "thrash-guard/compact/0";
+    let one = ctxbench(tmp.path(), &["inspect", "r", "--trial", trial]);
+    let shown = String::from_utf8_lossy(&one.stdout).to_string();
+    let lines = timeline_lines(&shown);
+    let stop_steps: Vec<u64> = lines
+        .iter()
+        .filter(|(_, l)| l.starts_with("stop "))
+        .map(|(s, _)| *s)
+        .collect();
+    assert!(!stop_steps.is_empty(), "{shown}");
+    assert!(
+        !shown.contains("#0 "),
+        "a stop shown as request #0:\n{shown}"
+    );
+    let first_stop = stop_steps[0];
+    let failed: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, l))| *s == first_stop && l.contains("compaction failed: no_progress"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(failed.len(), 1, "step {first_stop}:\n{shown}");
+    let stop_at = lines
+        .iter()
+        .position(|(s, l)| *s == first_stop && l.starts_with("stop "))
+        .unwrap();
+    assert!(failed[0] < stop_at, "{shown}");
+    assert!(
+        lines[stop_at]
+            .1
+            .contains("not sent: stopped before sending (no_progress)"),
+        "{}",
+        lines[stop_at].1
+    );
+    // The stops are selected with --request 0, and only they.
+    let stops = ctxbench(
+        tmp.path(),
+        &["inspect", "r", "--trial", trial, "--request", "0"],
+    );
+    assert_eq!(stops.status.code(), Some(0), "{}", text(&stops));
+    let shown = String::from_utf8_lossy(&stops.stdout).to_string();
+    let lines = timeline_lines(&shown);
+    let listed: Vec<u64> = lines
+        .iter()
+        .filter(|(_, l)| l.starts_with("stop "))
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(listed, stop_steps, "{shown}");
+    assert!(!lines.iter().any(|(_, l)| l.starts_with('#')), "{shown}");
+    // A request number it lacks: an error that says how stops are selected.
+    let missing = ctxbench(
+        tmp.path(),
+        &["inspect", "r", "--trial", trial, "--request", "999"],
+    );
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(text(&missing).contains("--request 0"), "{}", text(&missing));
+}
+
+/// `--modes off --trials 2` of the small suite, as shard `k` of 2, with `extra` flags: two
+/// one-trial shards of a tiny matrix (the provider overflows `off` on every trial).
+fn small_shard(dir: &Path, suite: &Path, k: u32, out: &str, extra: &[&str]) -> Output {
+    let shard = format!("{k}/2");
+    let mut args = vec![
+        "run",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--modes",
+        "off",
+        "--trials",
+        "2",
+        "--shard",
+        &shard,
+        "--out",
+        out,
+        "--progress",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    let o = ctxbench(dir, &args);
+    // A shard alone lacks the other shard: INCOMPLETE.
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    o
+}
+
+/// `ctxbench report` exits with its verdict exactly as `ctxbench gate` does — 1 when a
+/// pre-registered gate fails, 3 when the gates are not the registered ones — and writes the
+/// report either way (CI merge jobs act on its exit code).
+#[test]
+fn report_exits_with_the_verdict_of_merged_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = small_suite(tmp.path());
+    // Impossible on `off`, which sends every over-budget request without a warning.
+    std::fs::write(
+        tmp.path().join("strict.yaml"),
+        "version: 1\ncandidate: off\nbaselines: []\ngates:\n  unwarned_over_budget_requests: {max: 0}\n",
+    )
+    .unwrap();
+    for (k, out) in [(1, "s1"), (2, "s2")] {
+        small_shard(tmp.path(), &suite, k, out, &["--gates", "strict.yaml"]);
+    }
+    let files = [
+        "index.html",
+        "summary.md",
+        "gates.json",
+        "junit.xml",
+        "trials.csv",
+    ];
+    let merged = ctxbench(tmp.path(), &["report", "s1", "s2", "--out", "merged"]);
+    assert_eq!(merged.status.code(), Some(1), "{}", text(&merged));
+    assert!(text(&merged).contains("verdict: FAIL"), "{}", text(&merged));
+    for f in files {
+        assert!(tmp.path().join("merged").join(f).is_file(), "missing {f}");
+    }
+    let gates: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("merged/gates.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(gates["verdict"], "fail");
+    assert_eq!(gates["exit_code"], 1);
+
+    // Other gates than the registered ones give no verdict (3) unless exploratory, which
+    // then gives theirs; the report is written in both cases.
+    std::fs::write(
+        tmp.path().join("looser.yaml"),
+        "version: 1\ncandidate: off\nbaselines: []\ngates:\n  unwarned_over_budget_requests: {max: 100000}\n",
+    )
+    .unwrap();
+    let other = ctxbench(
+        tmp.path(),
+        &[
+            "report",
+            "s1",
+            "s2",
+            "--gates",
+            "looser.yaml",
+            "--out",
+            "other",
+        ],
+    );
+    assert_eq!(other.status.code(), Some(3), "{}", text(&other));
+    assert!(
+        text(&other).contains("verdict: INCOMPLETE"),
+        "{}",
+        text(&other)
+    );
+    let exploratory = ctxbench(
+        tmp.path(),
+        &[
+            "report",
+            "s1",
+            "s2",
+            "--gates",
+            "looser.yaml",
+            "--exploratory",
+            "--out",
+            "exploratory",
+        ],
+    );
+    assert_eq!(exploratory.status.code(), Some(0), "{}", text(&exploratory));
+    for dir in ["other", "exploratory"] {
+        for f in files {
+            assert!(tmp.path().join(dir).join(f).is_file(), "missing {dir}/{f}");
+        }
+    }
+}
+
+/// Shards of different systems under test are two experiments: `ctxbench report` refuses
+/// to merge them (exit 2, naming the field and both values) and writes no report; the
+/// report of one system names it.
+#[test]
+fn shards_of_different_systems_under_test_do_not_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = small_suite(tmp.path());
+    let agent = format!("exec:{} agent", env!("CARGO_BIN_EXE_ctxbench"));
+    small_shard(tmp.path(), &suite, 1, "ref-1", &[]);
+    small_shard(tmp.path(), &suite, 2, "ref-2", &[]);
+    small_shard(
+        tmp.path(),
+        &suite,
+        2,
+        "agent-2",
+        &["--sut", &agent, "--agent-timeout", "60"],
+    );
+    let mixed = ctxbench(
+        tmp.path(),
+        &["report", "ref-1", "agent-2", "--out", "mixed"],
+    );
+    assert_eq!(mixed.status.code(), Some(2), "{}", text(&mixed));
+    let err = String::from_utf8_lossy(&mixed.stderr).to_string();
+    assert!(err.contains("system under test"), "{err}");
+    assert!(
+        err.contains("\"reference\"") && err.contains(&format!("{agent:?}")),
+        "{err}"
+    );
+    assert!(
+        !tmp.path().join("mixed").exists(),
+        "a refused merge wrote a report"
+    );
+
+    // The same system's shards merge, and every output names it.
+    let same = ctxbench(tmp.path(), &["report", "ref-1", "ref-2", "--out", "same"]);
+    assert!(
+        matches!(same.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&same)
+    );
+    let read = |dir: &str, f: &str| std::fs::read_to_string(tmp.path().join(dir).join(f)).unwrap();
+    assert!(read("same", "index.html").contains("System under test: <b>reference</b>"));
+    assert!(read("same", "summary.md").contains("System under test: **reference**"));
+    assert!(read("same", "gates.json").contains("\"sut\": \"reference\""));
+    // An external agent's command is untrusted text: escaped in the page.
+    let one = ctxbench(tmp.path(), &["report", "agent-2", "--out", "agent"]);
+    assert!(
+        matches!(one.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&one)
+    );
+    let html = read("agent", "index.html");
+    assert!(html.contains("System under test: <b>exec:&#x2F;"), "{html}");
+    let gates: serde_json::Value = serde_json::from_str(&read("agent", "gates.json")).unwrap();
+    assert_eq!(gates["sut"], agent.as_str());
+}

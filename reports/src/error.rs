@@ -95,7 +95,8 @@ pub enum ReportError {
 
     /// Two run directories cannot be merged because their manifests disagree.
     #[error(
-        "mismatched shards: {} and {} differ in {what} ({left} vs {right})",
+        "mismatched shards: {} and {} differ in {what}: {left:?} vs {right:?}; they are not \
+         shards of one run, so they are not merged",
         first.display(),
         second.display()
     )]

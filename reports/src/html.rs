@@ -205,7 +205,9 @@ fn banner(h: &mut Html<'_>, g: &GateReport) -> io::Result<()> {
     h.text(g.candidate.as_str())?;
     h.raw("</b>, exit code ")?;
     h.text(&g.exit_code.to_string())?;
-    h.raw(")</p>\n")?;
+    h.raw(")</p>\n<p>System under test: <b>")?;
+    h.text(&g.sut)?;
+    h.raw("</b></p>\n")?;
     if let Some(note) = &g.note {
         h.raw("<p class=\"note\">NOTE: ")?;
         h.text(note)?;
@@ -958,6 +960,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         "created",
         "ctxbench",
         "seed",
+        "system under test",
         "provider",
         "modes",
         "trials / cell",
@@ -974,6 +977,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
         h.td(&m.created_at)?;
         h.td(&m.ctxbench_version)?;
         h.td_num(&m.seed.to_string())?;
+        h.td(crate::read::sut_of(m))?;
         h.td(&m.provider)?;
         h.td(&modes(&m.modes))?;
         h.td_num(&crate::read::trials_text(m.trials))?;

@@ -128,6 +128,7 @@ fn verdict(md: &mut String, g: &GateReport) {
         g.candidate.as_str(),
         g.exit_code
     );
+    let _ = writeln!(md, "System under test: **{}**\n", cell(&g.sut));
     if let Some(note) = &g.note {
         let _ = writeln!(md, "> **NOTE:** {}\n", escape_md(note));
     }

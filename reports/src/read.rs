@@ -118,6 +118,12 @@ impl RunData {
         &self.runs[0].manifest
     }
 
+    /// The system under test of the run (shards agree on it; see [`load_runs`]):
+    /// `reference`, or `exec:COMMAND ARGS`.
+    pub fn sut(&self) -> &str {
+        sut_of(self.manifest())
+    }
+
     /// The run directory a trial was read from.
     pub fn run_of(&self, trial_id: &str) -> Option<&RunSource> {
         self.trial_run.get(trial_id).map(|&i| &self.runs[i])
@@ -160,8 +166,9 @@ pub fn load_run(dir: &Path) -> Result<RunData, ReportError> {
 /// Reads several run directories (shards of one matrix) and merges them.
 ///
 /// Fails when a trial appears in two directories (naming both), or when the manifests
-/// disagree on what makes results comparable: seed, provider, trials per cell, ctxbench
-/// version, registered gates, or the source hash of a scenario both ran.
+/// disagree on what makes results comparable: the system under test, seed, provider,
+/// trials per cell, ctxbench version, modes, suite source, shard count `N`, the whole
+/// matrix's size, registered gates, or the source hash of a scenario both ran.
 pub fn load_runs(dirs: &[PathBuf]) -> Result<RunData, ReportError> {
     if dirs.is_empty() {
         return Err(ReportError::NoRuns);
@@ -839,6 +846,15 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
         left,
         right,
     };
+    // The system under test first: shards of two different systems are two experiments,
+    // whatever else they share (issue: a mutant's shard merged with the reference's passed).
+    if sut_of(a) != sut_of(b) {
+        return Err(mismatch(
+            "the system under test (`sut`)",
+            sut_of(a).to_string(),
+            sut_of(b).to_string(),
+        ));
+    }
     if a.seed != b.seed {
         return Err(mismatch("seed", a.seed.to_string(), b.seed.to_string()));
     }
@@ -858,6 +874,37 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
             a.ctxbench_version.clone(),
             b.ctxbench_version.clone(),
         ));
+    }
+    if a.modes != b.modes {
+        return Err(mismatch(
+            "modes",
+            modes_text(&a.modes),
+            modes_text(&b.modes),
+        ));
+    }
+    if a.suite_source != b.suite_source {
+        return Err(mismatch(
+            "the suite source (`suite_source`)",
+            a.suite_source.clone(),
+            b.suite_source.clone(),
+        ));
+    }
+    let shards = |m: &Manifest| {
+        m.shard
+            .map_or_else(|| "unsharded".to_string(), |s| s.count.to_string())
+    };
+    if shards(a) != shards(b) {
+        return Err(mismatch("the shard count N", shards(a), shards(b)));
+    }
+    // Older manifests lack the whole matrix's size; compared only when both record it.
+    if let (Some(x), Some(y)) = (a.full_matrix_size, b.full_matrix_size) {
+        if x != y {
+            return Err(mismatch(
+                "the full matrix size (`full_matrix_size`)",
+                x.to_string(),
+                y.to_string(),
+            ));
+        }
     }
     let sha = |m: &Manifest| {
         m.gates
@@ -882,7 +929,106 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
     Ok(())
 }
 
+/// The system under test a manifest records: `reference`, or `exec:COMMAND ARGS` for an
+/// external agent. Manifests written before the field existed ran the reference engine.
+pub fn sut_of(m: &Manifest) -> &str {
+    m.sut.as_deref().unwrap_or("reference")
+}
+
+fn modes_text(modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// `--trials` as the manifest recorded it: a number, or "per scenario".
 pub(crate) fn trials_text(t: Option<u32>) -> String {
     t.map_or_else(|| "per scenario".to_string(), |n| n.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxbench_harness::storage::schema::Shard;
+
+    fn source(dir: &str, edit: impl FnOnce(&mut Manifest)) -> RunSource {
+        let mut manifest = Manifest {
+            schema: MANIFEST_SCHEMA.into(),
+            run_id: dir.into(),
+            seed: 7,
+            provider: "fake".into(),
+            modes: Mode::ALL.to_vec(),
+            trials: Some(2),
+            suite_source: "builtin".into(),
+            matrix_size: 3,
+            shard: Some(Shard { index: 1, count: 2 }),
+            full_matrix_size: Some(6),
+            sut: Some("reference".into()),
+            ..Default::default()
+        };
+        edit(&mut manifest);
+        RunSource {
+            dir: PathBuf::from(dir),
+            manifest,
+            torn_lines: 0,
+            has_events: false,
+        }
+    }
+
+    /// Shards that differ in what defines the experiment are refused, naming the field and
+    /// both values.
+    #[test]
+    fn shards_of_another_experiment_are_refused_naming_the_field() {
+        let first = source("a", |_| {});
+        let second = |edit: fn(&mut Manifest)| {
+            source("b", |m| {
+                m.shard = Some(Shard { index: 2, count: 2 });
+                edit(m);
+            })
+        };
+        assert!(check_compatible(&first, &second(|_| {})).is_ok());
+        // A manifest without `sut` ran the reference engine.
+        assert!(check_compatible(&first, &second(|m| m.sut = None)).is_ok());
+        type Edit = fn(&mut Manifest);
+        let cases: [(Edit, &str, &str); 6] = [
+            (
+                |m| m.sut = Some("exec:python3 mutant.py".into()),
+                "system under test",
+                "\"exec:python3 mutant.py\"",
+            ),
+            (
+                |m| m.modes = vec![Mode::Off, Mode::Compact],
+                "modes",
+                "\"off,compact\"",
+            ),
+            (
+                |m| m.suite_source = "my-suite".into(),
+                "suite source",
+                "\"my-suite\"",
+            ),
+            (
+                |m| m.shard = Some(Shard { index: 2, count: 3 }),
+                "shard count N",
+                "\"3\"",
+            ),
+            (|m| m.shard = None, "shard count N", "\"unsharded\""),
+            (
+                |m| m.full_matrix_size = Some(8),
+                "full matrix size",
+                "\"8\"",
+            ),
+        ];
+        for (edit, field, value) in cases {
+            let err = check_compatible(&first, &second(edit)).expect_err(field);
+            let msg = err.to_string();
+            assert!(
+                matches!(err, ReportError::MismatchedShards { .. }),
+                "{err:?}"
+            );
+            assert!(msg.contains(field) && msg.contains(value), "{field}: {msg}");
+            assert!(msg.contains(" a and b "), "{msg}");
+        }
+    }
 }

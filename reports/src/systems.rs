@@ -61,10 +61,7 @@ impl SystemColumn {
     pub fn of(data: &ReportData<'_>) -> Self {
         let manifest = data.run.manifest();
         SystemColumn {
-            system: manifest
-                .sut
-                .clone()
-                .unwrap_or_else(|| "reference".to_string()),
+            system: crate::read::sut_of(manifest).to_string(),
             run_id: manifest.run_id.clone(),
             verdict: data.gates.headline(),
             invariant_failures: invariant_failures(&data.gates),

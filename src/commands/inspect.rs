@@ -228,25 +228,47 @@ fn trial(
             dir.display()
         )));
     };
+    // Rows in file order: a trial's rows are appended in the order they happened.
     let mut requests: Vec<RequestRow> = Vec::new();
     rows(&dir.join(files::REQUESTS), |r: RequestRow| {
         if r.trial_id == t.trial_id && r.segment == t.segment {
             requests.push(r);
         }
     })?;
+    // Only the events shown (compaction, checkpoint) and those that place requests among
+    // them (budgeted, limit reached).
     let mut events: Vec<EventRow> = Vec::new();
     rows(&dir.join(files::EVENTS), |e: EventRow| {
-        if e.trial_id == t.trial_id && e.segment == t.segment {
+        if e.trial_id == t.trial_id
+            && e.segment == t.segment
+            && (shown_event(&e) || e.kind == BUDGETED || e.kind == LIMIT_REACHED)
+        {
             events.push(e);
         }
     })?;
-    requests.sort_by_key(|r| r.seq);
+    let sent: Vec<&RequestRow> = requests.iter().filter(|r| r.sent).collect();
+    let stops = requests.len() - sent.len();
     if let Some(n) = only {
-        if !requests.iter().any(|r| r.seq == n) {
+        let found = if n == STOPS {
+            stops > 0
+        } else {
+            sent.iter().any(|r| r.seq == n)
+        };
+        if !found {
             return Err(exit::usage(format!(
-                "trial `{}` has no request {n} (it has {})",
+                "trial `{}` has no {} (it has {}{})",
                 safe(id),
-                requests.len()
+                if n == STOPS {
+                    "request stopped before sending".to_string()
+                } else {
+                    format!("request {n}")
+                },
+                counts_text(&sent, stops),
+                if stops > 0 && n != STOPS {
+                    format!("; --request {STOPS} shows those stopped before sending")
+                } else {
+                    String::new()
+                }
             )));
         }
     }
@@ -266,31 +288,163 @@ fn trial(
     if only.is_none() {
         verdicts(&t, p, out)?;
     }
+    let items = timeline(&requests, &events);
+    let compactions = items.iter().filter(|i| matches!(i, Item::Event(_))).count();
     writeln!(
         out,
-        "\n{}",
-        p.bold(&format!("requests ({})", requests.len()))
+        "\n{} {}; {} compaction and checkpoint event(s), step by step",
+        p.bold("requests"),
+        counts_text(&sent, stops),
+        compactions
     )?;
+    if stops > 0 {
+        writeln!(
+            out,
+            "  {}",
+            p.dim(&format!(
+                "a request stopped before sending has no number (seq {STOPS} in {}): it is shown as `stop` with its step; --request {STOPS} shows them all",
+                files::REQUESTS
+            ))
+        )?;
+    }
+    let selected = |r: &RequestRow| match only {
+        None => true,
+        Some(STOPS) => !r.sent,
+        Some(n) => r.sent && r.seq == n,
+    };
+    // With --request, the compaction events of the selected requests' steps.
+    let steps: HashSet<u64> = requests
+        .iter()
+        .filter(|r| selected(r))
+        .map(|r| r.step)
+        .collect();
     let mut previous: Option<&RequestRow> = None;
-    let mut last_step: Option<u64> = None;
-    for r in &requests {
-        let show = only.is_none_or(|n| n == r.seq);
-        if show && last_step != Some(r.step) {
-            for e in events.iter().filter(|e| {
-                e.step == r.step
-                    && (e.kind.starts_with("context.compaction")
-                        || e.kind.starts_with("context.checkpoint"))
-            }) {
-                writeln!(out, "  {}", event_line(e, p))?;
+    for item in &items {
+        match *item {
+            Item::Event(e) => {
+                if only.is_none() || steps.contains(&e.step) {
+                    writeln!(
+                        out,
+                        "  {} {}",
+                        p.dim(&format!("step {}", e.step)),
+                        event_line(e, p)
+                    )?;
+                }
             }
-            last_step = Some(r.step);
+            Item::Request(r, limit) => {
+                if selected(r) {
+                    request(r, limit, previous, &messages, only.is_some(), p, out)?;
+                }
+                if r.sent {
+                    previous = Some(r);
+                }
+            }
         }
-        if show {
-            request(r, previous, &messages, only.is_some(), p, out)?;
-        }
-        previous = Some(r);
     }
     Ok(())
+}
+
+/// `--request` value that selects the requests stopped before sending (their `seq`).
+const STOPS: u64 = 0;
+const BUDGETED: &str = "context.budgeted";
+const LIMIT_REACHED: &str = "context.limit_reached";
+
+/// A compaction or checkpoint event: shown in a trial's timeline.
+fn shown_event(e: &EventRow) -> bool {
+    e.kind.starts_with("context.compaction") || e.kind.starts_with("context.checkpoint")
+}
+
+/// "75 sent (#1–#75), 28 stopped before sending".
+fn counts_text(sent: &[&RequestRow], stops: usize) -> String {
+    let mut s = format!("{} sent", sent.len());
+    let first = sent.iter().map(|r| r.seq).min();
+    let last = sent.iter().map(|r| r.seq).max();
+    match (first, last) {
+        (Some(a), Some(b)) if a == b => s.push_str(&format!(" (#{a})")),
+        (Some(a), Some(b)) => s.push_str(&format!(" (#{a}–#{b})")),
+        _ => {}
+    }
+    if stops > 0 {
+        s.push_str(&format!(", {stops} stopped before sending"));
+    }
+    s
+}
+
+/// One line of a trial's timeline.
+enum Item<'a> {
+    /// A compaction or checkpoint event.
+    Event(&'a EventRow),
+    /// A request row, and for a stop before sending its `context.limit_reached` event.
+    Request(&'a RequestRow, Option<&'a EventRow>),
+}
+
+/// A trial's requests and compaction events in the order they happened: by step, and
+/// within a step each request placed after the event that announced it — a sent turn
+/// request after its `context.budgeted`, a stop after its `context.limit_reached`, a
+/// summarization request after the `context.compaction.started` it serves. Every request
+/// and every shown event appears exactly once.
+fn timeline<'a>(requests: &'a [RequestRow], events: &'a [EventRow]) -> Vec<Item<'a>> {
+    type Step<'a> = (Vec<&'a RequestRow>, Vec<&'a EventRow>);
+    let mut by_step: BTreeMap<u64, Step<'a>> = BTreeMap::new();
+    for r in requests {
+        by_step.entry(r.step).or_default().0.push(r);
+    }
+    for e in events {
+        by_step.entry(e.step).or_default().1.push(e);
+    }
+    let mut items = Vec::new();
+    for (_, (reqs, mut evs)) in by_step {
+        evs.sort_by_key(|e| e.seq);
+        // The budget announcements of sent turn requests: a `context.budgeted` followed by
+        // a `context.limit_reached` announced a stop instead.
+        let mut turns: Vec<u64> = Vec::new();
+        let mut pending: Option<u64> = None;
+        for e in &evs {
+            if e.kind == BUDGETED {
+                turns.extend(pending.replace(e.seq));
+            } else if e.kind == LIMIT_REACHED {
+                pending = None;
+            }
+        }
+        turns.extend(pending);
+        let mut limits = evs.iter().filter(|e| e.kind == LIMIT_REACHED).copied();
+        let starts: Vec<u64> = evs
+            .iter()
+            .filter(|e| e.kind == "context.compaction.started")
+            .map(|e| e.seq)
+            .collect();
+        let mut turns = turns.into_iter();
+        // Each request's place: after the event with this seq (never before the previous
+        // request's, so file order is kept within the step).
+        let mut placed: Vec<(u64, &RequestRow, Option<&EventRow>)> = Vec::new();
+        let (mut last, mut last_turn) = (0u64, 0u64);
+        for r in reqs {
+            let (at, limit) = if !r.sent {
+                let limit = limits.next();
+                let at = limit.map_or(last, |e| e.seq);
+                last_turn = at;
+                (at, limit)
+            } else if r.purpose == "summary" {
+                let at = starts.iter().copied().find(|&s| s > last_turn);
+                (at.unwrap_or(last), None)
+            } else {
+                let at = turns.next().unwrap_or(last);
+                last_turn = at;
+                (at, None)
+            };
+            last = last.max(at);
+            placed.push((last, r, limit));
+        }
+        let mut placed = placed.into_iter().peekable();
+        for e in evs.into_iter().filter(|e| shown_event(e)) {
+            while let Some((_, r, limit)) = placed.next_if(|(at, _, _)| *at < e.seq) {
+                items.push(Item::Request(r, limit));
+            }
+            items.push(Item::Event(e));
+        }
+        items.extend(placed.map(|(_, r, limit)| Item::Request(r, limit)));
+    }
+    items
 }
 
 fn header(t: &TrialRow, p: &Paint, out: &mut impl Write) -> anyhow::Result<()> {
@@ -306,7 +460,7 @@ fn header(t: &TrialRow, p: &Paint, out: &mut impl Write) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "outcome {} (expected {})  {}  turns {}/{}  requests {}",
+        "outcome {} (expected {})  {}  turns {}/{}  requests {} sent{}",
         status_text(p, t),
         safe(&t.expected_outcome),
         if t.passed {
@@ -316,7 +470,12 @@ fn header(t: &TrialRow, p: &Paint, out: &mut impl Write) -> anyhow::Result<()> {
         },
         t.stats.turns_completed,
         t.stats.turns_scripted,
-        t.stats.requests
+        t.stats.requests,
+        if t.stats.limit_stops > 0 {
+            format!(", {} stopped before sending", t.stats.limit_stops)
+        } else {
+            String::new()
+        }
     )?;
     if !t.outcome.detail.is_empty() {
         writeln!(out, "  {}", p.dim(&excerpt(&t.outcome.detail, 200)))?;
@@ -391,19 +550,40 @@ fn event_line(e: &EventRow, p: &Paint) -> String {
             short(&field("checkpoint_id"))
         ),
         "compaction.failed" => format!(
-            "compaction failed: {} ({})",
+            "compaction failed: {} ({}; trigger {})",
             field("reason"),
-            excerpt(&field("detail"), 80)
+            excerpt(&field("detail"), 80),
+            field("trigger")
         ),
-        "compaction.unchanged" => format!("compaction unchanged: {}", field("reason")),
+        "compaction.unchanged" => format!(
+            "compaction unchanged: {} (trigger {})",
+            field("reason"),
+            field("trigger")
+        ),
+        "compaction.preview" => format!(
+            "compaction preview: messages {}..{} would be summarized, estimate {} → {} of {} available",
+            field("from"),
+            field("to"),
+            field("current_total"),
+            field("projected_total"),
+            field("available_input")
+        ),
         "compaction.started" => format!(
             "compaction started (trigger {}, strategy {})",
             field("trigger"),
             field("strategy")
         ),
+        "checkpoint.reused" => format!(
+            "checkpoint reused: {}",
+            short(&field("checkpoint_id"))
+        ),
+        "checkpoint.rejected" => format!(
+            "checkpoint rejected: {}",
+            excerpt(&field("reason"), 100)
+        ),
         other => format!("{} {}", other, excerpt(&e.data.to_string(), 80)),
     };
-    if kind == "compaction.failed" {
+    if kind == "compaction.failed" || kind == "checkpoint.rejected" {
         p.red(&text)
     } else {
         p.yellow(&text)
@@ -416,6 +596,7 @@ fn short(s: &str) -> String {
 
 fn request(
     r: &RequestRow,
+    limit: Option<&EventRow>,
     previous: Option<&RequestRow>,
     messages: &HashMap<String, MessageRow>,
     full: bool,
@@ -423,15 +604,33 @@ fn request(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let b = &r.budget;
+    let not_sent = if r.sent {
+        String::new()
+    } else {
+        let reason = limit
+            .and_then(|e| e.data.get("reason"))
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .map(|s| format!(" ({})", safe(s)))
+            .unwrap_or_default();
+        format!(
+            "  {}",
+            p.red(&format!("not sent: stopped before sending{reason}"))
+        )
+    };
     writeln!(
         out,
         "  {} step {} round {} attempt {}  {}{}",
-        p.bold(&format!("#{}", r.seq)),
+        p.bold(&if r.sent {
+            format!("#{}", r.seq)
+        } else {
+            "stop".to_string()
+        }),
         r.step,
         r.round,
         r.attempt,
         safe(&r.purpose),
-        if r.sent { "" } else { "  (not sent)" }
+        not_sent
     )?;
     if b.available_input > 0 {
         let total = format!("{} / {} available", b.total, b.available_input);
@@ -451,6 +650,33 @@ fn request(
             b.continuation,
             b.framing
         )?;
+    }
+    if !r.sent {
+        let mut flags = Vec::new();
+        if r.over_budget {
+            flags.push(p.red("OVER BUDGET"));
+        }
+        if r.warned {
+            flags.push(p.yellow("warned"));
+        }
+        writeln!(
+            out,
+            "     estimate {} → not sent{}",
+            b.total,
+            if flags.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", flags.join(", "))
+            }
+        )?;
+        if let Some(detail) = limit
+            .and_then(|e| e.data.get("detail"))
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+        {
+            writeln!(out, "     {}", p.dim(&excerpt(detail, 160)))?;
+        }
+        return Ok(());
     }
     let provider = r
         .provider_input_tokens

@@ -35,16 +35,14 @@ pub fn report(args: ReportArgs) -> anyhow::Result<i32> {
             out.join("systems.csv").display()
         );
     }
+    println!("system under test: {}", crate::safe(&summary.gates.sut));
     println!(
         "verdict: {}",
         crate::safe(&ctxbench_reports::verdict_line(&summary.gates))
     );
-    // The report is written either way; a run missing part of its matrix (shards, trials)
-    // is not one a CI job may act on, so say so in the exit code too. The verdict's own
-    // code is `ctxbench gate`'s.
-    Ok(if summary.gates.incomplete_run.is_some() {
-        ctxbench_reports::gates::EXIT_CANNOT_EVALUATE
-    } else {
-        exit::OK
-    })
+    // The report is written whatever the verdict; the exit code is the verdict's, exactly
+    // as `ctxbench gate` gives it: 0 pass, 1 a gate failed, 3 INCOMPLETE (a gate could not
+    // decide, the run lacks part of its matrix — shards, trials — or the gates are not the
+    // registered ones and --exploratory was not given). A CI merge job acts on it.
+    Ok(summary.gates.exit_code)
 }

@@ -581,6 +581,9 @@ pub struct GateReport {
     pub candidate: Mode,
     /// Baseline modes.
     pub baselines: Vec<Mode>,
+    /// The system under test the verdict is about, as the manifest records it:
+    /// `reference`, or `exec:COMMAND ARGS` for an external agent (untrusted text).
+    pub sut: String,
     /// Evaluated gates file (path or `builtin`).
     pub gates_source: String,
     /// Its SHA-256.
@@ -746,6 +749,7 @@ pub(crate) fn evaluate_with(
         reason,
         candidate: gates.candidate,
         baselines: gates.baselines.clone(),
+        sut: run.sut().to_string(),
         gates_source: gates.source.clone(),
         gates_sha256: gates.sha256.clone(),
         registration,
