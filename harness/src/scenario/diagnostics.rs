@@ -34,7 +34,48 @@ pub struct Diagnostic {
     /// What would be accepted instead (the fix), when there is something useful to say.
     pub expected: Option<String>,
     /// The source line the problem is on (control characters escaped, long lines cut).
-    pub snippet: Option<String>,
+    pub snippet: Option<Snippet>,
+}
+
+/// The source line shown under a diagnostic: control characters escaped and long lines cut
+/// around the column, so it may differ in length from the line in the file. `caret` is
+/// where the diagnostic's column falls in this shown text; the column itself always counts
+/// the characters of the real line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    /// The line as shown.
+    pub text: String,
+    /// 1-based position (in characters of `text`) the caret points at; `None`: the
+    /// diagnostic's column, as for an uncut line without control characters.
+    pub caret: Option<usize>,
+}
+
+impl std::ops::Deref for Snippet {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl From<&str> for Snippet {
+    fn from(text: &str) -> Self {
+        Snippet {
+            text: text.to_string(),
+            caret: None,
+        }
+    }
+}
+
+impl From<String> for Snippet {
+    fn from(text: String) -> Self {
+        Snippet { text, caret: None }
+    }
+}
+
+impl fmt::Display for Snippet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Every problem found in a scenario file or suite, in file order.
@@ -99,10 +140,13 @@ impl fmt::Display for Diagnostic {
             let pad = " ".repeat(gutter.len());
             write!(f, "\n{pad} |\n{gutter} | {snippet}")?;
             if let Some(column) = self.column {
+                // The caret's place in the shown text, which escapes and cutting may move
+                // away from the real column.
+                let caret = snippet.caret.unwrap_or(column);
                 // Mirror tabs so the caret lines up whatever the terminal's tab width.
                 let lead: String = snippet
                     .chars()
-                    .take(column.saturating_sub(1))
+                    .take(caret.saturating_sub(1))
                     .map(|c| if c == '\t' { '\t' } else { ' ' })
                     .collect();
                 write!(f, "\n{pad} | {lead}^")?;
@@ -212,6 +256,21 @@ impl<'a> Reporter<'a> {
         (end > 0 && end <= 4096).then(|| rest[..end].to_string())
     }
 
+    /// The key whose value starts at byte `start` (`key: value`, in a block or flow
+    /// mapping), if the text just before the value is a plain or quoted key and a colon.
+    fn key_before(&self, start: usize) -> Option<String> {
+        let before = self.text.get(..start)?.trim_end();
+        let before = before.strip_suffix(':')?.trim_end_matches([' ', '\t']);
+        let before = before.strip_suffix(['"', '\'']).unwrap_or(before);
+        let key_start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            .last()
+            .map(|(i, _)| i)?;
+        Some(before[key_start..].to_string())
+    }
+
     /// A diagnostic at `at`, not recorded.
     pub(crate) fn make(
         &self,
@@ -237,14 +296,11 @@ impl<'a> Reporter<'a> {
         message: String,
         expected: Option<String>,
     ) -> Diagnostic {
-        let snippet = line.and_then(|l| source_line(self.text, l));
-        let (snippet, column) = match (snippet, column) {
-            (Some(s), c) => {
-                let (s, c) = cut_line(&s, c);
-                (Some(s), c)
-            }
-            (None, c) => (None, c),
-        };
+        // `column` stays the real one (characters of the line in the file); only the
+        // caret moves with the escapes and the cut of the shown line.
+        let snippet = line
+            .and_then(|l| source_line(self.text, l))
+            .map(|s| cut_line(&s, column));
         Diagnostic {
             file: self.file.to_string(),
             line,
@@ -263,7 +319,13 @@ impl<'a> Reporter<'a> {
         let at = err.location();
         // An integer the parser could not hold: say "out of range", not "not a number".
         let scalar = at.and_then(|l| self.scalar_at(l));
-        let (message, expected) = match scalar.as_deref().and_then(out_of_range) {
+        let key = at
+            .and_then(|l| usize::try_from(l.span().byte_offset()?).ok())
+            .and_then(|start| self.key_before(start));
+        let (message, expected) = match scalar
+            .as_deref()
+            .and_then(|s| out_of_range(s, key.as_deref()))
+        {
             Some(better) if message.starts_with("expected a whole number") => better,
             _ => (message, expected),
         };
@@ -343,18 +405,99 @@ fn improve_yaml_message(message: String, expected: Option<String>) -> (String, O
     (message, expected)
 }
 
-/// A scalar that is a whole number too large for any integer field: its own message, with
-/// the limit, instead of "expected a whole number".
-fn out_of_range(scalar: &str) -> Option<(String, Option<String>)> {
-    let digits = scalar.trim().trim_start_matches(['+', '-']);
+/// The accepted range of an integer key of the scenario format, and what it counts:
+/// its own limit where it has one (see docs/scenario-format.md), else the `i64` the
+/// parser reads it as.
+fn integer_range(key: &str) -> Option<(i128, i128, String)> {
+    let max = i128::from(i64::MAX);
+    Some(match key {
+        "version" => (1, 1, "the only format version".to_string()),
+        "context_window"
+        | "max_output"
+        | "reserved_output_tokens"
+        | "recent_tail_tokens"
+        | "summary_target_tokens" => (1, max, "a token count".to_string()),
+        "buffer_tokens" => (0, max, "a token count".to_string()),
+        "at_request" => (1, max, "the request's number in the trial".to_string()),
+        "at_compaction" => (1, max, "the compaction's number in the trial".to_string()),
+        "tokens" => (
+            1,
+            i128::from(super::MAX_FILLER_TOKENS),
+            "tokens of one filler".to_string(),
+        ),
+        "count" => (
+            1,
+            i128::from(super::MAX_GENERATED_TOOLS),
+            "tools per `generate`".to_string(),
+        ),
+        "schema_tokens" => (
+            20,
+            i128::from(super::MAX_SCHEMA_TOKENS),
+            "tokens per generated tool".to_string(),
+        ),
+        "seed" => (0, i128::from(u64::MAX), "a catalogue seed".to_string()),
+        "instances" => (
+            1,
+            i128::from(super::MAX_VARY_INSTANCES),
+            "trials".to_string(),
+        ),
+        "repeat" => (
+            1,
+            i128::from(super::MAX_EXPANDED_STEPS),
+            format!(
+                "copies; the script expands to at most {} steps",
+                super::MAX_EXPANDED_STEPS
+            ),
+        ),
+        _ => return None,
+    })
+}
+
+/// A whole number the parser could not hold in its field (too large for the integer, or
+/// negative for an unsigned one): "out of range" with the field's own limit when `key` is a
+/// known integer key, instead of "expected a whole number".
+fn out_of_range(scalar: &str, key: Option<&str>) -> Option<(String, Option<String>)> {
+    let scalar = scalar.trim();
+    let digits = scalar.strip_prefix(['+', '-']).unwrap_or(scalar);
     if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
         return None;
     }
-    if scalar.trim().parse::<i64>().is_ok() {
+    let shown = if scalar.chars().count() > 40 {
+        let head: String = scalar.chars().take(40).collect();
+        format!(
+            "{head}… ({} digits)",
+            digits.chars().filter(char::is_ascii_digit).count()
+        )
+    } else {
+        scalar.to_string()
+    };
+    let shown = sanitize(&shown);
+    // None: too large even for i128, so out of any range.
+    let value = scalar.replace('_', "").parse::<i128>().ok();
+    if let Some((min, max, what)) = key.and_then(integer_range) {
+        if value.is_some_and(|v| (min..=max).contains(&v)) {
+            return None;
+        }
+        let key = key.unwrap_or_default();
+        let expected = if min == max {
+            format!("`{key}: {min}` ({what})")
+        } else {
+            format!("a whole number from {min} to {max} ({what})")
+        };
+        return Some((
+            format!("number out of range for `{key}`: {shown}"),
+            Some(expected),
+        ));
+    }
+    if value.is_some_and(|v| i64::try_from(v).is_ok()) {
         return None;
     }
+    let message = match key {
+        Some(key) => format!("number out of range for `{key}`: {shown}"),
+        None => format!("number out of range: {shown}"),
+    };
     Some((
-        format!("number out of range: {}", sanitize(scalar.trim())),
+        message,
         Some(format!(
             "a whole number between {} and {} (and within the field's own limit)",
             i64::MIN,
@@ -385,9 +528,9 @@ fn source_line(text: &str, line: usize) -> Option<String> {
         .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
 }
 
-/// Cuts a long line around `column`, escaping control characters, and moves the column so
-/// the caret still points at the same character.
-fn cut_line(line: &str, column: Option<usize>) -> (String, Option<usize>) {
+/// Cuts a long line around `column`, escaping control characters, and places the caret
+/// on the same character in the shown text (the column itself is not changed).
+fn cut_line(line: &str, column: Option<usize>) -> Snippet {
     let chars: Vec<char> = line.chars().collect();
     let col0 = column.map(|c| c.saturating_sub(1)).unwrap_or(0);
     let start = if chars.len() > SNIPPET_MAX_CHARS && col0 > SNIPPET_MAX_CHARS / 2 {
@@ -397,13 +540,13 @@ fn cut_line(line: &str, column: Option<usize>) -> (String, Option<usize>) {
     };
     let end = (start + SNIPPET_MAX_CHARS).min(chars.len());
     let mut out = String::new();
-    let mut new_col = column;
+    let mut caret = None;
     if start > 0 {
         out.push('…');
     }
     for (i, c) in chars[start..end].iter().enumerate() {
         if i + start == col0 {
-            new_col = column.map(|_| out.chars().count() + 1);
+            caret = column.map(|_| out.chars().count() + 1);
         }
         if c.is_control() {
             out.extend(c.escape_default());
@@ -412,10 +555,72 @@ fn cut_line(line: &str, column: Option<usize>) -> (String, Option<usize>) {
         }
     }
     if col0 >= end {
-        new_col = column.map(|_| out.chars().count() + 1);
+        caret = column.map(|_| out.chars().count() + 1);
     }
     if end < chars.len() {
         out.push('…');
     }
-    (out, new_col)
+    Snippet { text: out, caret }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutting_or_escaping_the_shown_line_keeps_the_real_column() {
+        let line = format!("{}X{}", "a".repeat(300), "b".repeat(300));
+        let s = cut_line(&line, Some(301));
+        assert!(s.text.starts_with('…') && s.text.ends_with('…'), "{s:?}");
+        assert_eq!(s.text.chars().nth(s.caret.unwrap() - 1), Some('X'));
+        let r = Reporter::new("f.yaml", &line);
+        let d = r.at_line(Some(1), Some(301), "m".into(), None);
+        assert_eq!(d.column, Some(301));
+        assert!(d.to_string().starts_with("f.yaml:1:301: error: m"));
+        // Escapes lengthen the shown line; the column counts each control character once.
+        let d = Reporter::new("f.yaml", "\t\r\u{1b}X").at_line(Some(1), Some(4), "m".into(), None);
+        assert_eq!(d.column, Some(4));
+        let snippet = d.snippet.clone().unwrap();
+        assert_eq!(snippet.text, "\\t\\r\\u{1b}X");
+        assert_eq!(
+            snippet.text.chars().nth(snippet.caret.unwrap() - 1),
+            Some('X')
+        );
+        assert!(
+            d.to_string().ends_with(&format!("| {}^", " ".repeat(10))),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_names_the_field_and_its_own_limit() {
+        let (m, e) = out_of_range("18446744073709551617", Some("tokens")).unwrap();
+        assert_eq!(m, "number out of range for `tokens`: 18446744073709551617");
+        assert_eq!(
+            e.unwrap(),
+            "a whole number from 1 to 1000000 (tokens of one filler)"
+        );
+        let (_, e) = out_of_range("-1", Some("seed")).unwrap();
+        assert!(e.unwrap().contains("0 to 18446744073709551615"));
+        let (m, e) = out_of_range("99999999999999999999", None).unwrap();
+        assert_eq!(m, "number out of range: 99999999999999999999");
+        assert!(e.unwrap().contains("9223372036854775807"));
+        // In range, or not a number: not this error.
+        assert_eq!(out_of_range("5", Some("count")), None);
+        assert_eq!(out_of_range("1e3", Some("count")), None);
+        let long = "9".repeat(500);
+        let (m, _) = out_of_range(&long, Some("repeat")).unwrap();
+        assert!(m.len() < 120 && m.contains("500 digits"), "{m}");
+    }
+
+    #[test]
+    fn the_key_before_a_value_is_found_in_block_and_flow_mappings() {
+        let text = "a: {at_request: 9, \"count\": 3}\nfiller:\n  tokens:\n    77\n- 5\n";
+        let r = Reporter::new("f.yaml", text);
+        let key = |needle: &str| r.key_before(text.find(needle).unwrap());
+        assert_eq!(key("9").as_deref(), Some("at_request"));
+        assert_eq!(key("3").as_deref(), Some("count"));
+        assert_eq!(key("77").as_deref(), Some("tokens"));
+        assert_eq!(key("5"), None);
+    }
 }

@@ -40,7 +40,7 @@ use std::io::Read;
 use std::path::Path;
 
 pub use compiled::*;
-pub use diagnostics::{Diagnostic, Diagnostics};
+pub use diagnostics::{Diagnostic, Diagnostics, Snippet};
 
 use diagnostics::Reporter;
 use raw::RawScenario;

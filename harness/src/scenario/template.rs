@@ -268,6 +268,14 @@ fn classify(body: &str) -> Result<Piece, (String, String)> {
             };
             match n.parse::<u64>() {
                 Ok(tokens) => Ok(Piece::Filler { tokens, kind }),
+                // Digits too many for any count: the range, not "not a number".
+                Err(_) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Err((
+                    format!("`{{filler:{arg}}}`: {n} tokens is out of range"),
+                    format!(
+                        "1 to {} tokens, e.g. `{{filler:500}}`",
+                        super::MAX_FILLER_TOKENS
+                    ),
+                )),
                 Err(_) => Err((
                     format!("`{{filler:{arg}}}`: `{n}` is not a token count"),
                     "`{filler:N}` with N a whole number of tokens, e.g. `{filler:500}`".to_string(),
@@ -346,6 +354,24 @@ mod tests {
                 "{j}"
             ]
         );
+    }
+
+    #[test]
+    fn an_inline_filler_too_large_to_count_is_out_of_range() {
+        let errs =
+            parse("{filler:99999999999999999999} {filler:99999999999999999999:code}").unwrap_err();
+        assert_eq!(errs.len(), 2);
+        for e in &errs {
+            assert!(e.message.contains("is out of range"), "{e:?}");
+            assert!(e.expected.contains("1 to 1000000 tokens"), "{e:?}");
+        }
+        // Not digits: not a token count at all.
+        let errs = parse("{filler:12k} {filler:-5}").unwrap_err();
+        assert!(errs
+            .iter()
+            .all(|e| e.message.contains("is not a token count")));
+        // In range for a u64: parsed; the size limit is the validator's.
+        assert!(parse("{filler:2000000}").is_ok());
     }
 
     #[test]
