@@ -48,7 +48,8 @@ Failures of the agent itself end its trial as failed (docs/agent-protocol.md):
   cannot be started) leaves the trial errored.";
 
 /// `report --help`: its exit codes are its verdict's.
-const REPORT_HELP: &str = "Exit codes (the verdict's, as `ctxbench gate`; the report is written whatever the verdict):
+const REPORT_HELP: &str =
+    "Exit codes (the verdict's, as `ctxbench gate`; the report is written whatever the verdict):
   0  PASS: every gate passed
   1  FAIL: a gate failed
   2  bad input, no report: flags, gates file, an unreadable run directory, or
