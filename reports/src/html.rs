@@ -1030,7 +1030,7 @@ fn manifest(h: &mut Html<'_>, data: &ReportData<'_>) -> io::Result<()> {
 }
 
 fn modes(m: &[Mode]) -> String {
-    m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+    crate::read::modes_text(m, ", ")
 }
 
 #[cfg(test)]

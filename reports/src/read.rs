@@ -878,8 +878,8 @@ fn check_compatible(first: &RunSource, other: &RunSource) -> Result<(), ReportEr
     if a.modes != b.modes {
         return Err(mismatch(
             "modes",
-            modes_text(&a.modes),
-            modes_text(&b.modes),
+            modes_text(&a.modes, ","),
+            modes_text(&b.modes, ","),
         ));
     }
     if a.suite_source != b.suite_source {
@@ -935,12 +935,13 @@ pub fn sut_of(m: &Manifest) -> &str {
     m.sut.as_deref().unwrap_or("reference")
 }
 
-fn modes_text(modes: &[Mode]) -> String {
+/// Modes as text, joined by `sep` (`off,compact` in messages, `off, compact` in the page).
+pub(crate) fn modes_text(modes: &[Mode], sep: &str) -> String {
     modes
         .iter()
         .map(|m| m.as_str())
         .collect::<Vec<_>>()
-        .join(",")
+        .join(sep)
 }
 
 /// `--trials` as the manifest recorded it: a number, or "per scenario".
