@@ -28,16 +28,35 @@ pub fn project_tool_outputs(
     protect_from: usize,
     estimator: &RequestEstimator,
 ) -> (Vec<Entry>, usize) {
+    project_oldest(entries, protect_from, estimator, u64::MAX)
+}
+
+/// Project large tool results, **oldest first**, only until the projections have saved
+/// `excess` tokens (estimated per message); later results stay verbatim. Pressure is met
+/// with the least loss: what the agent read most recently is what it most likely still
+/// needs, and a projection keeps only a result's key lines. `u64::MAX` projects every
+/// eligible result. Returns the entries and how many results were projected.
+pub fn project_oldest(
+    entries: &[Entry],
+    protect_from: usize,
+    estimator: &RequestEstimator,
+    excess: u64,
+) -> (Vec<Entry>, usize) {
     let mut out = Vec::with_capacity(entries.len());
     let mut projected = 0;
+    let mut saved = 0u64;
     for (i, e) in entries.iter().enumerate() {
-        if i < protect_from && e.message.role == Role::Tool {
+        if saved < excess && i < protect_from && e.message.role == Role::Tool {
             // Cached per message: pruning runs before every request once a session is
             // large, so it must not re-tokenize the history.
             let tokens = estimator.message_tokens(&e.message, &e.hash);
             if tokens > PROJECTION_MIN_TOKENS {
                 let name = tool_name(entries, i).unwrap_or("unknown");
-                out.push(projected_entry(e, name, tokens));
+                let p = projected_entry(e, name, tokens);
+                saved = saved.saturating_add(
+                    tokens.saturating_sub(estimator.message_tokens(&p.message, &p.hash)),
+                );
+                out.push(p);
                 projected += 1;
                 continue;
             }
@@ -185,6 +204,36 @@ mod tests {
         assert!(out[2].message.content.contains("archive://runs/1/out.log"));
         assert_eq!(out[3], entries[3], "protected result untouched");
         assert!(est.count_text(&out[2].message.content) < 120);
+    }
+
+    #[test]
+    fn pressure_projects_the_oldest_results_first_and_only_as_far_as_needed() {
+        let big = "fn main() { println!(\"hello\"); }\n".repeat(80);
+        let mut entries = vec![e(Message::user("read"))];
+        for i in 0..4 {
+            entries.push(e(Message {
+                role: Role::Assistant,
+                content: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: format!("c{i}"),
+                    name: "read_file".into(),
+                    arguments: serde_json::json!({"path": "a.rs"}),
+                }],
+                tool_call_id: None,
+            }));
+            entries.push(e(Message::tool_result(format!("c{i}"), big.clone())));
+        }
+        let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
+        let one = est.message_tokens(&entries[2].message, &entries[2].hash);
+        // Saving a little more than one result's worth takes exactly two, the oldest.
+        let (out, n) = project_oldest(&entries, entries.len(), &est, one);
+        assert_eq!(n, 2);
+        assert!(out[2].message.content.starts_with("[tool output projected"));
+        assert!(out[4].message.content.starts_with("[tool output projected"));
+        assert_eq!(out[6], entries[6]);
+        assert_eq!(out[8], entries[8]);
+        let (_, all) = project_tool_outputs(&entries, entries.len(), &est);
+        assert_eq!(all, 4);
     }
 
     #[test]

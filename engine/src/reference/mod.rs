@@ -41,7 +41,7 @@ use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
 use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
 use super::summarize::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
-use super::tool_projection::project_tool_outputs;
+use super::tool_projection::project_oldest;
 use crate::budget::BudgetBreakdown;
 use crate::instructions::InstructionSnapshot;
 use crate::session::{Entry, Session, StoredCheckpoint, TurnStatus};
@@ -230,7 +230,8 @@ impl ReferenceEngine {
         })
     }
 
-    /// Project a request. `checkpoint` overrides the session's (for candidate checkpoints);
+    /// Project a request. `prune` says how much older tool output is projected
+    /// ([`Prune`]). `checkpoint` overrides the session's (for candidate checkpoints);
     /// `current_start` is the current turn's first message (None: no current turn, as for a
     /// manual compact between turns).
     fn project_with(
@@ -238,8 +239,9 @@ impl ReferenceEngine {
         snapshot: &InstructionSnapshot,
         checkpoint: Option<&Checkpoint>,
         current_start: Option<usize>,
-        prune: bool,
+        prune: impl Into<Prune>,
     ) -> (Projection, usize) {
+        let prune: Prune = prune.into();
         let entries = self.session.entries();
         let end = current_start.unwrap_or(entries.len());
         let mutation = self.config.mutation;
@@ -258,7 +260,7 @@ impl ReferenceEngine {
             &entries[covered..end]
         };
         let current: &[Entry] = &entries[end..];
-        let (history, current, projected) = if prune {
+        let (history, current, projected) = if prune != Prune::None {
             // Protect the newest round: results after the current turn's last assistant
             // message are what the model has not answered yet.
             let protect = current
@@ -267,8 +269,12 @@ impl ReferenceEngine {
                 .unwrap_or(current.len());
             let mut combined: Vec<Entry> = history.to_vec();
             combined.extend_from_slice(current);
+            let excess = match prune {
+                Prune::Oldest(excess) => excess,
+                _ => u64::MAX,
+            };
             let (mut p, n) =
-                project_tool_outputs(&combined, history.len() + protect, &self.estimator);
+                project_oldest(&combined, history.len() + protect, &self.estimator, excess);
             if mutation == Some(Mutation::DropArchiveRefs) {
                 mutant_drop_projection_refs(&mut p, &combined);
             }
@@ -281,8 +287,9 @@ impl ReferenceEngine {
         };
         // The history's raw tokens from the running sums when it is the transcript range
         // itself (not rewritten by tool-output projection, not dropped by a mutant).
-        let history_tokens = (projected == 0 && !prune && mutation != Some(Mutation::DropHistory))
-            .then(|| self.range_tokens(covered, end));
+        let history_tokens =
+            (projected == 0 && prune == Prune::None && mutation != Some(Mutation::DropHistory))
+                .then(|| self.range_tokens(covered, end));
         let empty_recap = mutation == Some(Mutation::EmptyRecap)
             && checkpoint.is_some_and(|c| c.retained_tail_start == c.retained_tail_end);
         // Mutant (`empty-recap`): no verbatim tail was kept, and the memory is left out too.
@@ -362,7 +369,7 @@ impl ReferenceEngine {
                 .project_with(snapshot, checkpoint.as_ref(), Some(turn_start), false)
                 .0);
         }
-        let mut prune = false;
+        let mut prune = Prune::None;
         loop {
             let checkpoint = self.session.checkpoint().cloned();
             let (p, projected) =
@@ -380,9 +387,22 @@ impl ReferenceEngine {
                 }
                 return Ok(p);
             }
-            if !prune {
-                prune = true;
-                continue;
+            // Pressure is met by the least loss first: the oldest tool results projected
+            // just far enough (with a margin for the estimate), then all of them, and only
+            // then a compaction.
+            match prune {
+                Prune::None => {
+                    let excess = budget.total - target * PRUNE_LOW_WATER_PERCENT / 100;
+                    prune = Prune::Oldest(
+                        (excess as f64 / self.calibration.max(0.1) * 1.1).ceil() as u64 + 16,
+                    );
+                    continue;
+                }
+                Prune::Oldest(_) => {
+                    prune = Prune::All;
+                    continue;
+                }
+                Prune::All => {}
             }
             if budget.mandatory() > budget.available_input {
                 return Err(self.limit(
@@ -415,7 +435,7 @@ impl ReferenceEngine {
                     snapshot,
                     Some(turn_start),
                     Some(target),
-                    prune,
+                    true,
                     state,
                     provider,
                     events,
@@ -716,3 +736,30 @@ impl SystemUnderTest for ReferenceEngine {
 
 #[cfg(test)]
 mod tests;
+
+/// How much older tool output a request projects (seed 000 §In-run context pressure,
+/// step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prune {
+    /// Every result verbatim.
+    None,
+    /// The oldest results, until about this many tokens are saved.
+    Oldest(u64),
+    /// Every result outside the newest round.
+    All,
+}
+
+impl From<bool> for Prune {
+    fn from(all: bool) -> Self {
+        if all {
+            Prune::All
+        } else {
+            Prune::None
+        }
+    }
+}
+
+/// Pruning projects the oldest tool results until the request is down to this share of
+/// its target, not merely under it: a request pruned only to the limit would need another
+/// projection on the next step, and the next, and save nothing.
+const PRUNE_LOW_WATER_PERCENT: u64 = 60;

@@ -197,7 +197,8 @@ fn numeric(value: &str) -> bool {
 /// 8443; its timeout is 2500 ms`, `- worker pool: 16 threads on node-b`. An inventory, a
 /// status page or a README lists facts this way rather than as `key = value`. The shape: a
 /// number (with its unit or not) and a second concrete token (another number, an
-/// identifier joined by `-`, `_`, `.` or `/`), few words, and nothing of code (calls,
+/// identifier joined by `-`, `_`, `.` or `/`, a one-digit index), few words, and nothing
+/// of code (calls,
 /// blocks, assignments, a statement ending in `;`).
 fn statement(line: &str, n: usize) -> Option<i64> {
     // A table row (`| eu-west-3 | 12 replicas |`) is a statement whose cells are its words;
@@ -243,7 +244,13 @@ fn statement(line: &str, n: usize) -> Option<i64> {
                     .is_some_and(|(i, _)| t[i..].contains(['-', '_', '.', '/']))
         })
         .count();
-    (numbers >= 1 && numbers + joined >= 2).then(|| 4 + i64::from(numbers >= 2))
+    // A one-digit number names which one ("chunk 3", "replica 2") rather than a value,
+    // but still ties the value to its subject.
+    let ordinals = tokens
+        .iter()
+        .filter(|t| t.len() == 1 && t.chars().all(|c| c.is_ascii_digit()))
+        .count();
+    (numbers >= 1 && numbers + joined + ordinals >= 2).then(|| 4 + i64::from(numbers >= 2))
 }
 
 /// Score one line of tool output; `None` when it is not a key line.
@@ -354,19 +361,56 @@ impl Sections {
     }
 }
 
+/// Whether a line reads as source code: brackets, an assignment, a path operator, a
+/// statement end.
+fn code_shaped(line: &str) -> bool {
+    line.contains(['{', '}', '(', ')', ';', '='])
+        || line.contains("::")
+        || line.contains("->")
+        || line.ends_with(',')
+}
+
+/// Whether a line is a sentence of prose: a few to thirty words, mostly words of letters,
+/// nothing of code, not a comment.
+fn prose_shaped(line: &str) -> bool {
+    let n = words(line);
+    if !(4..=30).contains(&n)
+        || code_shaped(line)
+        || line.starts_with(['#', '/', '*', '-', '"', '\'', '`', '<', '@', '%'])
+    {
+        return false;
+    }
+    let wordy = line
+        .split_whitespace()
+        .filter(|t| {
+            t.trim_matches(|c: char| ",.:;!?\"'".contains(c))
+                .chars()
+                .all(char::is_alphabetic)
+        })
+        .count();
+    wordy * 4 >= n * 3
+}
+
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
-/// one-line result is its own candidate. Lines that carry an approval/authority claim are
-/// never candidates (the caller marks their omission).
+/// one-line result is its own candidate; so is a sentence of prose in output that is
+/// otherwise code (a note, a log message, a finding among source lines stands out by its
+/// shape, whatever it says). Lines that carry an approval/authority claim are never
+/// candidates (the caller marks their omission).
 pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let mut out: Vec<KeyLine> = Vec::new();
     let whole = one_line(content);
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
     let sections = Sections::of(content);
+    let filled = lines.iter().filter(|l| !l.is_empty()).count();
+    let code = lines.iter().filter(|l| code_shaped(l)).count();
+    let mostly_code = filled >= 5 && code * 5 >= filled * 3;
     for (position, line) in lines.iter().enumerate() {
         if line.is_empty() || claims().is_match(line) {
             continue;
         }
-        let Some((score, verification)) = score_line(line) else {
+        let scored =
+            score_line(line).or_else(|| (mostly_code && prose_shaped(line)).then_some((3, false)));
+        let Some((score, verification)) = scored else {
             continue;
         };
         let text = clip(
@@ -536,6 +580,36 @@ mod tests {
             key_lines("if cache.len() > 54 {\nreturn retry(3, 250);\nuse crate::v2::Index;\n")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_value_named_by_an_index_is_a_statement() {
+        // "chunk 3" names which chunk; the checksum is the value.
+        assert_eq!(
+            texts("checksum of chunk 3 is c0ffee33a3"),
+            vec!["checksum of chunk 3 is c0ffee33a3"]
+        );
+        assert!(statement("checksum of chunk 3 is c0ffee33a3", 6).is_some());
+        // A lone one-digit number is no value.
+        assert!(statement("step 3 of the plan is done", 6).is_none());
+    }
+
+    #[test]
+    fn a_sentence_among_source_lines_stands_out() {
+        let code = "let mut batch = Entry::with_capacity(token.len());\n".repeat(6);
+        let content = format!("{code}The reviewer for this module is Margarethe Okonkwo\n{code}");
+        assert_eq!(
+            texts(&content),
+            vec!["The reviewer for this module is Margarethe Okonkwo"]
+        );
+        // In prose output, a sentence is nothing special.
+        let prose = "The build finished and every worker stayed idle afterwards.\n".repeat(8);
+        assert!(key_lines(&format!(
+            "{prose}The reviewer for this module is Margarethe Okonkwo\n"
+        ))
+        .is_empty());
+        // Comments in code are not findings.
+        assert!(key_lines(&format!("{code}// keep the retry loop small here\n{code}")).is_empty());
     }
 
     #[test]
