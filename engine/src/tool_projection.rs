@@ -18,6 +18,9 @@ use crate::session::Entry;
 pub const PROJECTION_MIN_TOKENS: u64 = 120;
 /// Characters of excerpt kept in a projection.
 pub const EXCERPT_CHARS: usize = 160;
+/// A result at most this large whose lines are mostly key lines (a table, a settings
+/// listing) is data, not bulk, and is never projected.
+pub const DATA_MAX_TOKENS: u64 = 1000;
 /// Most key lines a projection keeps, and the characters each may take.
 pub const PROJECTION_KEY_LINES: (usize, usize) = (3, 100);
 
@@ -32,7 +35,8 @@ pub fn project_tool_outputs(
 }
 
 /// Project large tool results, **oldest first**, only until the projections have saved
-/// `excess` tokens (estimated per message); later results stay verbatim. Pressure is met
+/// `excess` tokens (estimated per message); later results stay verbatim, and so does data
+/// ([`DATA_MAX_TOKENS`]). Pressure is met
 /// with the least loss: what the agent read most recently is what it most likely still
 /// needs, and a projection keeps only a result's key lines. `u64::MAX` projects every
 /// eligible result. Returns the entries and how many results were projected.
@@ -53,12 +57,14 @@ pub fn project_oldest(
             if tokens > PROJECTION_MIN_TOKENS {
                 let name = tool_name(entries, i).unwrap_or("unknown");
                 let p = projected_entry(e, name, tokens);
-                saved = saved.saturating_add(
-                    tokens.saturating_sub(estimator.message_tokens(&p.message, &p.hash)),
-                );
-                out.push(p);
-                projected += 1;
-                continue;
+                if p.hash != e.hash {
+                    saved = saved.saturating_add(
+                        tokens.saturating_sub(estimator.message_tokens(&p.message, &p.hash)),
+                    );
+                    out.push(p);
+                    projected += 1;
+                    continue;
+                }
             }
         }
         out.push(e.clone());
@@ -93,9 +99,17 @@ fn projected_entry(e: &Entry, name: &str, tokens: u64) -> Entry {
             return hit;
         }
     }
-    let message = projection(&e.message, name, tokens, &e.hash.to_hex());
-    let hash = message.content_hash();
-    let entry = Entry { message, hash };
+    let entry = if tokens <= DATA_MAX_TOKENS
+        && crate::summarize::extractive::mostly_key_lines(&e.message.content)
+    {
+        // Data (a table, a listing of settings) is already as dense as a projection
+        // would be: it stays whole.
+        e.clone()
+    } else {
+        let message = projection(&e.message, name, tokens, &e.hash.to_hex());
+        let hash = message.content_hash();
+        Entry { message, hash }
+    };
     let mut memo = memo();
     let (young, old) = &mut *memo;
     if young.len() >= MEMO_GENERATION {
@@ -234,6 +248,23 @@ mod tests {
         assert_eq!(out[8], entries[8]);
         let (_, all) = project_tool_outputs(&entries, entries.len(), &est);
         assert_eq!(all, 4);
+    }
+
+    #[test]
+    fn a_table_is_data_and_stays_whole() {
+        let mut table = String::from("| service | owner | tier |\n|---|---|---|\n");
+        for i in 0..24 {
+            table.push_str(&format!("| svc-{i} | owner{} | tier-{} |\n", i * 7, i % 3));
+        }
+        let entries = vec![
+            e(Message::user("read")),
+            e(Message::tool_result("c1", table.clone())),
+        ];
+        let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
+        assert!(est.message_tokens(&entries[1].message, &entries[1].hash) > PROJECTION_MIN_TOKENS);
+        let (out, n) = project_tool_outputs(&entries, 2, &est);
+        assert_eq!(n, 0);
+        assert_eq!(out[1].message.content, table);
     }
 
     #[test]

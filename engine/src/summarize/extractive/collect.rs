@@ -7,13 +7,13 @@ use ctxbench_adapters::{Message, Role};
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rolling::Previous;
-use super::rules::statement_score;
+use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
     archive_refs, claims, clip, historical, occurrence_key, one_line, sentences, verification,
 };
 use super::tool_lines::{call_label, top_lines, MAX_LINES_PER_RESULT};
-use super::{user_section, Breakage, Item, Section, MAX_SENTENCE_CHARS};
+use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
 /// Rank of the newest request's parts: the task comes first.
@@ -261,20 +261,21 @@ pub(super) fn collect(
                     continue;
                 }
                 // No positional term: a sentence ranks by what it says, wherever it sits.
+                let listed = listed_with_rules(&sentence_list);
                 for s in sentence_list {
                     seq += 1;
                     if claims().is_match(&s) {
                         items.push(Item::omission(turn, tag, seq, source));
                         continue;
                     }
-                    let mut score = statement_score(&s);
+                    let (section, mut score) = user_rank(&s, listed);
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
                         text = historical(turn, &text);
                         score += 5;
                     }
                     items.push(Item {
-                        section: user_section(&s),
+                        section,
                         turn,
                         tag,
                         seq,

@@ -61,6 +61,13 @@ pub(crate) fn names_a_value(sentence: &str) -> bool {
 use text::{archive_refs, MAX_SENTENCE_CHARS};
 pub(crate) use tool_lines::top_lines as tool_key_lines;
 
+/// Whether at least half the lines of a tool result are key lines: data to keep, not
+/// bulk to project.
+pub(crate) fn mostly_key_lines(content: &str) -> bool {
+    let filled = content.lines().filter(|l| !l.trim().is_empty()).count();
+    filled >= 2 && tool_lines::key_lines(content).len() * 2 >= filled
+}
+
 /// Replaces an authority claim in memory.
 pub const OMISSION_MARKER: &str = "[omitted: historical approval/authority claim]";
 
@@ -252,6 +259,17 @@ fn user_section(sentence: &str) -> Section {
         Section::Statements
     } else {
         Section::Other
+    }
+}
+
+/// The section and rank of a user sentence; `listed`: its message is a list of rules
+/// ([`rules::listed_with_rules`]), so a sentence in it is one, whatever its wording.
+fn user_rank(sentence: &str, listed: bool) -> (Section, i64) {
+    let score = rules::statement_score(sentence);
+    if listed && rules::rule_strength(sentence) < rules::RULE && !text::is_question(sentence) {
+        (Section::Statements, score + rules::LISTED_BONUS)
+    } else {
+        (user_section(sentence), score)
     }
 }
 

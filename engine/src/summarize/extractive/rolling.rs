@@ -7,10 +7,10 @@
 //! dropped (the files line keeps it).
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
-use super::rules::statement_score;
+use super::rules::listed_with_rules;
 use super::text::{occurrence_key, sentences};
 use super::tool_lines::key_lines;
-use super::{user_section, Item, Section, OMISSION_MARKER};
+use super::{user_rank, Item, Section, OMISSION_MARKER};
 
 /// What a previous checkpoint survived with earns in the next one.
 const SURVIVED_BONUS: i64 = 10;
@@ -115,20 +115,24 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
             }
             other => {
                 let tag = if other == "system" { "system" } else { "user" };
-                for s in sentences(body) {
+                let list = sentences(body);
+                let plain: Vec<String> = list.iter().map(|s| unlabelled(s).to_string()).collect();
+                // A line keeps the sentences of one message; listed together they still are.
+                let listed = listed_with_rules(&plain);
+                for (s, plain) in list.into_iter().zip(plain) {
                     *seq += 1;
                     if s == OMISSION_MARKER {
                         out.items.push(Item::omission(turn, tag, *seq, source));
                         continue;
                     }
-                    let plain = unlabelled(&s);
+                    let (section, score) = user_rank(&plain, listed);
                     out.items.push(Item {
-                        section: user_section(plain),
+                        section,
                         turn,
                         tag,
                         seq: *seq,
-                        group: Some(format!("user:{}", occurrence_key(plain))),
-                        score: statement_score(plain) + SURVIVED_BONUS,
+                        group: Some(format!("user:{}", occurrence_key(&plain))),
+                        score: score + SURVIVED_BONUS,
                         text: s,
                         source,
                         label: None,

@@ -201,6 +201,27 @@ pub fn statement_score(sentence: &str) -> i64 {
     score
 }
 
+/// Rule strength from which a sentence is a clear rule (see [`rule_strength`]).
+pub const RULE: u32 = 3;
+/// Rank added to a sentence listed among rules: above ordinary prose, below a clear rule.
+pub const LISTED_BONUS: i64 = 14;
+/// Most sentences a message may have for its sentences to count as a list.
+const MAX_LISTED_SENTENCES: usize = 8;
+
+/// Whether a message is a list of rules: a short message in which at least a third of
+/// the sentences are clear rules. Users state constraints together ("More rules: …"), and
+/// a rule worded without a modal ("TLS verification stays enabled everywhere") reads like
+/// prose on its own; its neighbours say what it is. A long message with one rule in it is
+/// not a list: its other sentences are the surrounding prose.
+pub fn listed_with_rules(sentences: &[String]) -> bool {
+    let n = sentences.len();
+    let rules = sentences
+        .iter()
+        .filter(|s| rule_strength(s) >= RULE)
+        .count();
+    (2..=MAX_LISTED_SENTENCES).contains(&n) && rules >= 1 && rules * 3 >= n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -591,3 +591,35 @@ fn arbitrary_text_in_any_script_never_panics() {
         );
     }
 }
+
+#[test]
+fn a_rule_listed_with_rules_survives_without_a_modal() {
+    let mut msgs = vec![
+        Message::user("More rules: TLS certificate verification stays enabled in every environment. The audit_log table is append-only and must never be truncated or dropped. Every migration runs inside a single transaction."),
+        Message::assistant("Noted."),
+    ];
+    let mut turns = vec![1, 1];
+    for i in 2..40 {
+        msgs.push(Message::user(format!(
+            "Continue with e item {i}. Each so site and off runs so server. Only at caller hot keeps mention the. Runs until keeps the tokenizer server should budget handler."
+        )));
+        msgs.push(Message::assistant(
+            "That only lookup about drains fires check until header call this every style.",
+        ));
+        turns.extend([i, i]);
+    }
+    let s = run(msgs.clone(), turns.clone(), 500, &[]);
+    assert!(
+        s.contains("TLS certificate verification stays enabled"),
+        "{s}"
+    );
+    // Rolled into the next checkpoint, it is still listed with its rules.
+    let mut seq = 0;
+    let previous = rolling::previous(&s, &mut seq);
+    let tls = previous
+        .items
+        .iter()
+        .find(|it| it.text.contains("TLS certificate"))
+        .expect("kept");
+    assert!(matches!(tls.section, Section::Statements), "{tls:?}");
+}
