@@ -28,7 +28,7 @@ fn decision() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to)\b",
+            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to|settle on|settling on)\b|^(?:the )?(?:root cause|cause|fix|decision|conclusion|diagnosis|finding|verdict|outcome|plan|choice|culprit)s?\s*:",
         )
         .expect("static regex")
     })
@@ -103,6 +103,13 @@ mod tests {
         );
         let decided = answer_score("We decided to keep the old parser.", true, false);
         assert!(decided > prose);
+        // A labelled conclusion is one.
+        let labelled = answer_score(
+            "Root cause: the currency cache is keyed by account id instead of by ISO code.",
+            true,
+            false,
+        );
+        assert!(labelled >= Some(INFORMATIVE_ANSWER), "{labelled:?}");
         // A diagnosis is a conclusion the user asked for, named or not.
         let diagnosis = answer_score(
             "The flaky test is caused by a race between the warmer and the first request.",
