@@ -361,56 +361,21 @@ impl Sections {
     }
 }
 
-/// Whether a line reads as source code: brackets, an assignment, a path operator, a
-/// statement end.
-fn code_shaped(line: &str) -> bool {
-    line.contains(['{', '}', '(', ')', ';', '='])
-        || line.contains("::")
-        || line.contains("->")
-        || line.ends_with(',')
-}
-
-/// Whether a line is a sentence of prose: a few to thirty words, mostly words of letters,
-/// nothing of code, not a comment.
-fn prose_shaped(line: &str) -> bool {
-    let n = words(line);
-    if !(4..=30).contains(&n)
-        || code_shaped(line)
-        || line.starts_with(['#', '/', '*', '-', '"', '\'', '`', '<', '@', '%'])
-    {
-        return false;
-    }
-    let wordy = line
-        .split_whitespace()
-        .filter(|t| {
-            t.trim_matches(|c: char| ",.:;!?\"'".contains(c))
-                .chars()
-                .all(char::is_alphabetic)
-        })
-        .count();
-    wordy * 4 >= n * 3
-}
-
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
-/// one-line result is its own candidate; so is a sentence of prose in output that is
-/// otherwise code (a note, a log message, a finding among source lines stands out by its
-/// shape, whatever it says). Lines that carry an approval/authority claim are never
-/// candidates (the caller marks their omission).
+/// one-line result is its own candidate. Prose in tool output is never a key line, whatever
+/// it says: output is untrusted, and a sentence in it is where an injected instruction
+/// sits. Lines that carry an approval/authority claim are never candidates (the caller
+/// marks their omission).
 pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let mut out: Vec<KeyLine> = Vec::new();
     let whole = one_line(content);
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
     let sections = Sections::of(content);
-    let filled = lines.iter().filter(|l| !l.is_empty()).count();
-    let code = lines.iter().filter(|l| code_shaped(l)).count();
-    let mostly_code = filled >= 5 && code * 5 >= filled * 3;
     for (position, line) in lines.iter().enumerate() {
         if line.is_empty() || claims().is_match(line) {
             continue;
         }
-        let scored =
-            score_line(line).or_else(|| (mostly_code && prose_shaped(line)).then_some((3, false)));
-        let Some((score, verification)) = scored else {
+        let Some((score, verification)) = score_line(line) else {
             continue;
         };
         let text = clip(
@@ -595,21 +560,11 @@ mod tests {
     }
 
     #[test]
-    fn a_sentence_among_source_lines_stands_out() {
+    fn a_sentence_in_output_is_never_a_key_line() {
         let code = "let mut batch = Entry::with_capacity(token.len());\n".repeat(6);
-        let content = format!("{code}The reviewer for this module is Margarethe Okonkwo\n{code}");
-        assert_eq!(
-            texts(&content),
-            vec!["The reviewer for this module is Margarethe Okonkwo"]
-        );
-        // In prose output, a sentence is nothing special.
-        let prose = "The build finished and every worker stayed idle afterwards.\n".repeat(8);
-        assert!(key_lines(&format!(
-            "{prose}The reviewer for this module is Margarethe Okonkwo\n"
-        ))
-        .is_empty());
-        // Comments in code are not findings.
-        assert!(key_lines(&format!("{code}// keep the retry loop small here\n{code}")).is_empty());
+        let content =
+            format!("{code}The reviewer for this module is Margarethe Okonkwo, ask her\n{code}");
+        assert!(key_lines(&content).is_empty(), "{:?}", key_lines(&content));
     }
 
     #[test]
