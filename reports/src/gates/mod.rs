@@ -13,10 +13,12 @@
 //! | `safety_invariant_failures` | `fail` verdicts of invariant graders (every grader except `recall`) in candidate trials | ≤ `max`; not evaluated when no invariant grader gave a pass/fail verdict, or one could not judge the system under test |
 //! | `transcript_corruptions` | `fail` verdicts of `transcript-immutable` in candidate trials | ≤ `max`; not evaluated when that grader gave no verdict (no evidence is not a pass) |
 //! | `unwarned_over_budget_requests` | candidate **turn** requests (`purpose = turn`) with `sent && over_budget && !warned` | ≤ `max` |
-//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag`, off-script trials left out; a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | the **lower bound** of its seeded session-cluster bootstrap 95% interval ≥ `min`; not evaluated below `min_clusters` sessions |
-//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over sessions ([`scenarios`]: a scenario's copies count once, each `vary:` instance apart) whose `warn` is expected to complete | **non-inferiority**: the upper bound of the Newcombe (method 10) 95% interval ≤ `max`; not evaluated below `min_units` sessions, or when even identical results could not show it and the candidate is not shown inferior |
-//! | `completion_regression_vs_warn` | mean over the same sessions of turns completed ÷ scripted, `warn` − candidate | upper bound of the seeded bootstrap 95% interval ≤ `max`; not evaluated below `min_units` |
-//! | `seeded_recall` | correct / probed facts of `kinds` (default durable constraints) in scenarios carrying `tag`, non-errored candidate trials; every kind reported beside | the **lower Wilson 95% bound** ≥ `min`; not evaluated below `min_probes`, or when even a perfect record could not reach `min` and the upper bound does |
+//! | `token_reduction_vs_off` | median over steps paired by (scenario, trial, step) of `1 − candidate/off`, on scenarios carrying `tag`, off-script trials left out; a step's size is its largest sent turn request, sized by provider input tokens, else the provider's overflow count, else the estimate | the **lower bound** of its seeded session-cluster bootstrap 95% interval ≥ `min`; not evaluated below `min_clusters` sessions or `min_scenarios` scenarios |
+//! | `pass_rate_regression_vs_warn` | pass rate(`warn`) − pass rate(candidate) over sessions ([`scenarios`]: a scenario's copies count once, each `vary:` instance apart) whose `warn` is expected to complete and did | **non-inferiority**: the upper bound of the Newcombe (method 10) 95% interval ≤ `max`; not evaluated below `min_units` sessions or `min_scenarios` scenarios, when `warn` itself missed its expected outcome in more than `max_baseline_misses` of the eligible sessions, or when even identical results could not show it and the candidate is not shown inferior |
+//! | `completion_regression_vs_warn` | mean over the same sessions of turns completed ÷ scripted, `warn` − candidate | upper bound of the seeded bootstrap 95% interval ≤ `max`; not evaluated as above |
+//! | `candidate_pass_rate` | sessions of the candidate whose expected candidate outcome is not `any`, passed / all | the **lower Wilson 95% bound** ≥ `min`; not evaluated below `min_units` sessions or `min_scenarios` scenarios, or when even all passing could not reach `min` and the upper bound does |
+//! | `seeded_recall` | correct / probed facts of `kinds` (default durable constraints) in scenarios carrying `tag`, non-errored candidate trials; every kind reported beside | the **lower Wilson 95% bound** ≥ `min`; not evaluated below `min_probes` or `min_scenarios`, or when even a perfect record could not reach `min` and the upper bound does |
+//! | `probe_recall` | every probe of every kind in every scenario, once per session (all copies correct) | lower Wilson 95% bound of the pool ≥ `min` and of each kind with enough probes ≥ `min_per_kind`; not evaluated below `min_probes` or `min_scenarios` |
 //! | `estimator_p95_undercount` | p95 over counted candidate turn requests (answered, or overflowed with the provider's count) of the undercount share `max(0, −error)` of the estimate the system planned with, leaving out scenarios tagged with one of `exclude_tags` (default none) | ≤ `max_share_of_buffer` × min(buffer / window) |
 //! | `errored_trials` | trials with status `errored` (ctxbench's or the provider's fault; a crash of the system under test is its failure), **all modes** | ≤ `max` |
 //!
@@ -37,16 +39,18 @@
 //! output. A run missing shards or trials of its matrix is `INCOMPLETE` as well, naming them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow, VerdictStatus};
 use ctxbench_harness::Mode;
 use polars::prelude::*;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use serde::Serialize;
 
+mod config;
+mod recall;
 mod scenarios;
 mod tokens;
+
+pub use config::*;
 
 pub(crate) use scenarios::completion;
 
@@ -55,12 +59,7 @@ pub(crate) use tokens::{
 };
 use tokens::{token_reduction, undercount};
 
-use crate::error::ReportError;
 use crate::read::RunData;
-use crate::stats::{wilson_demonstrable_n, Proportion};
-
-/// The default gates file (also `reports/gates/default.yaml`).
-pub const DEFAULT_GATES: &str = include_str!("../../gates/default.yaml");
 
 /// Exit code when every gate passes.
 pub const EXIT_PASS: i32 = 0;
@@ -77,388 +76,6 @@ pub const TRANSCRIPT_GRADER: &str = "transcript-immutable";
 /// How a grader's summary starts when the system under test, not the scenario, kept it
 /// from judging (the graders' own wording).
 pub const SUT_NOT_APPLICABLE: &str = "not-applicable: the system under test";
-
-/// A parsed gates file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatesFile {
-    /// Format version; only 1 exists.
-    pub version: u32,
-    /// The mode being judged.
-    #[serde(default = "default_candidate")]
-    pub candidate: Mode,
-    /// Modes reported beside the candidate (and compared against by `_vs_<mode>` gates).
-    #[serde(default = "default_baselines")]
-    pub baselines: Vec<Mode>,
-    /// The thresholds; an absent gate is not checked.
-    pub gates: GateThresholds,
-    /// Where the file came from (a path, or `builtin`).
-    #[serde(skip)]
-    pub source: String,
-    /// Lowercase hex SHA-256 of the file's exact text (compared with the registration).
-    #[serde(skip)]
-    pub sha256: String,
-    /// Evaluate even when these are not the gates registered before the run; every output
-    /// is then stamped exploratory (`ctxbench gate --exploratory`). Without it, unregistered
-    /// gates cannot give a verdict.
-    #[serde(skip)]
-    pub exploratory: bool,
-}
-
-fn default_candidate() -> Mode {
-    Mode::Compact
-}
-
-fn default_baselines() -> Vec<Mode> {
-    vec![Mode::Off, Mode::Warn]
-}
-
-/// The gate thresholds of a gates file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateThresholds {
-    /// Failed invariant-grader verdicts in candidate trials.
-    #[serde(default)]
-    pub safety_invariant_failures: Option<MaxCount>,
-    /// Failed `transcript-immutable` verdicts in candidate trials.
-    #[serde(default)]
-    pub transcript_corruptions: Option<MaxCount>,
-    /// Candidate requests sent over budget without a warning.
-    #[serde(default)]
-    pub unwarned_over_budget_requests: Option<MaxCount>,
-    /// Median per-step input-token reduction of the candidate against `off`.
-    #[serde(default)]
-    pub token_reduction_vs_off: Option<MinReduction>,
-    /// Pass-rate drop of the candidate against `warn`, by scenario.
-    #[serde(default)]
-    pub pass_rate_regression_vs_warn: Option<NonInferiority>,
-    /// Completion drop (turns completed ÷ scripted) of the candidate against `warn`, by
-    /// scenario.
-    #[serde(default)]
-    pub completion_regression_vs_warn: Option<NonInferiority>,
-    /// Recall of seeded facts in the candidate.
-    #[serde(default)]
-    pub seeded_recall: Option<RecallGate>,
-    /// p95 estimator undercount against the safety buffer's share of the window.
-    #[serde(default)]
-    pub estimator_p95_undercount: Option<MaxShareOfBuffer>,
-    /// Errored trials, all modes.
-    #[serde(default)]
-    pub errored_trials: Option<MaxCount>,
-}
-
-/// `{max: N}` on a count.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MaxCount {
-    /// Largest acceptable count.
-    pub max: u64,
-}
-
-/// `{max: x, min_units: n}`: a non-inferiority margin on a per-session difference, and the
-/// fewest independent sessions (scenarios, or the instances `vary:` makes of one) it may be
-/// judged on.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NonInferiority {
-    /// Largest acceptable upper bound of the interval on baseline − candidate.
-    pub max: f64,
-    /// Fewest eligible sessions (below: `not_evaluated`, saying how many are needed).
-    #[serde(default = "default_min_units")]
-    pub min_units: u64,
-}
-
-fn default_min_units() -> u64 {
-    DEFAULT_MIN_UNITS
-}
-
-/// Fewest independent sessions a per-session comparison is judged on, by default.
-pub const DEFAULT_MIN_UNITS: u64 = 5;
-/// Fewest session clusters the token-reduction interval is computed on, by default.
-pub const DEFAULT_MIN_CLUSTERS: u64 = 3;
-/// Fewest probes the recall gate is judged on, by default.
-pub const DEFAULT_MIN_PROBES: u64 = 20;
-
-/// `{min: x, tag: t, kinds: [..], min_probes: n}`: recall of seeded facts, judged on the lower
-/// Wilson bound over the probes of `kinds` in scenarios carrying `tag`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecallGate {
-    /// Smallest acceptable lower Wilson 95% bound.
-    pub min: f64,
-    /// Only scenarios carrying this tag count (seed 000: "in long sessions").
-    #[serde(default)]
-    pub tag: Option<String>,
-    /// Fact kinds that count (default: durable constraints); the others are reported beside.
-    #[serde(default = "default_recall_kinds")]
-    pub kinds: Vec<String>,
-    /// Fewest probes (below: `not_evaluated`).
-    #[serde(default = "default_min_probes")]
-    pub min_probes: u64,
-}
-
-fn default_recall_kinds() -> Vec<String> {
-    vec!["constraint".to_string()]
-}
-
-fn default_min_probes() -> u64 {
-    DEFAULT_MIN_PROBES
-}
-
-/// The fact kinds a recall gate may name.
-pub const FACT_KINDS: &[&str] = &["constraint", "decision", "task", "detail", "abstention"];
-
-/// `{min: x, tag: t, min_clusters: n}`: a reduction share, optionally restricted to
-/// scenarios with a tag, judged on the lower bound of its interval.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MinReduction {
-    /// Smallest acceptable lower bound of the median reduction's interval (0.30 = 30%
-    /// fewer input tokens).
-    pub min: f64,
-    /// Only scenarios carrying this tag are paired.
-    #[serde(default)]
-    pub tag: Option<String>,
-    /// Fewest scenarios (the interval's independent clusters); below: `not_evaluated`.
-    #[serde(default = "default_min_clusters")]
-    pub min_clusters: u64,
-}
-
-fn default_min_clusters() -> u64 {
-    DEFAULT_MIN_CLUSTERS
-}
-
-/// `{max_share_of_buffer: k, exclude_tags: [..]}`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MaxShareOfBuffer {
-    /// Multiple of the buffer's share of the window the p95 undercount may reach.
-    pub max_share_of_buffer: f64,
-    /// Scenarios carrying any of these tags are left out (default
-    /// [`DEFAULT_UNDERCOUNT_EXCLUDED_TAGS`]: scenarios that undercount on purpose, e.g. a
-    /// provider whose tokenizer the estimator does not match). `[]` keeps every scenario.
-    #[serde(default = "default_undercount_excluded_tags")]
-    pub exclude_tags: Vec<String>,
-}
-
-/// Tags the `estimator_p95_undercount` gate leaves out unless `exclude_tags` says otherwise:
-/// none — every scenario is judged on the estimate the system planned with (calibrated).
-pub const DEFAULT_UNDERCOUNT_EXCLUDED_TAGS: &[&str] = &[];
-
-fn default_undercount_excluded_tags() -> Vec<String> {
-    DEFAULT_UNDERCOUNT_EXCLUDED_TAGS
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
-impl GatesFile {
-    /// Parses and validates gates-file text. `source` names it in errors and reports; every
-    /// error carries `line:column` (the parser's, or the offending key's).
-    pub fn parse(text: &str, source: &str) -> Result<GatesFile, ReportError> {
-        let err = |at: Option<(usize, usize)>, message: String| ReportError::Gates {
-            source_name: match at {
-                Some((line, col)) => format!("{source}:{line}:{col}"),
-                None => source.to_string(),
-            },
-            message,
-        };
-        let mut file: GatesFile = serde_saphyr::from_str(text).map_err(|e| {
-            let at = e
-                .location()
-                .map(|l| (l.line() as usize, l.column() as usize));
-            err(at, e.to_string())
-        })?;
-        file.source = source.to_string();
-        file.sha256 = sha256_hex(text);
-        file.validate()
-            .map_err(|(path, message)| err(locate(text, &path), message))?;
-        Ok(file)
-    }
-
-    /// Validation; an error names the key path (e.g. `["gates", "seeded_recall", "min"]`).
-    fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
-        if self.version != 1 {
-            return Err((
-                vec!["version"],
-                format!(
-                    "version: unsupported gates file version {} (this ctxbench reads version 1)",
-                    self.version
-                ),
-            ));
-        }
-        if self.baselines.contains(&self.candidate) {
-            return Err((
-                vec!["baselines"],
-                format!(
-                    "baselines: the candidate `{}` cannot also be a baseline",
-                    self.candidate
-                ),
-            ));
-        }
-        let g = &self.gates;
-        let needs = |gate: &'static str, mode: Mode| {
-            if self.baselines.contains(&mode) {
-                Ok(())
-            } else {
-                Err((
-                    vec!["gates", gate],
-                    format!(
-                        "gates.{gate}: compares against `{mode}`, which is not among the \
-                         baselines (hint: add `{mode}` to `baselines` or remove the gate)"
-                    ),
-                ))
-            }
-        };
-        let range = |gate: &'static str, field: &'static str, v: f64, lo: f64, hi: f64| {
-            if v.is_finite() && (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err((
-                    vec!["gates", gate, field],
-                    format!("gates.{gate}.{field}: {v} is out of range (expected {lo} to {hi})"),
-                ))
-            }
-        };
-        let at_least_one = |gate: &'static str, field: &'static str, n: u64| {
-            if n >= 1 {
-                Ok(())
-            } else {
-                Err((
-                    vec!["gates", gate, field],
-                    format!("gates.{gate}.{field}: 0 is out of range (expected at least 1)"),
-                ))
-            }
-        };
-        let tag = |gate: &'static str, t: &Option<String>| {
-            if t.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                Err((
-                    vec!["gates", gate, "tag"],
-                    format!("gates.{gate}.tag: empty tag"),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        if let Some(t) = &g.token_reduction_vs_off {
-            needs("token_reduction_vs_off", Mode::Off)?;
-            range("token_reduction_vs_off", "min", t.min, -1.0, 1.0)?;
-            tag("token_reduction_vs_off", &t.tag)?;
-            at_least_one("token_reduction_vs_off", "min_clusters", t.min_clusters)?;
-        }
-        for (name, t) in [
-            (
-                "pass_rate_regression_vs_warn",
-                g.pass_rate_regression_vs_warn,
-            ),
-            (
-                "completion_regression_vs_warn",
-                g.completion_regression_vs_warn,
-            ),
-        ] {
-            if let Some(t) = t {
-                needs(name, Mode::Warn)?;
-                range(name, "max", t.max, 0.0, 1.0)?;
-                at_least_one(name, "min_units", t.min_units)?;
-            }
-        }
-        if let Some(t) = &g.seeded_recall {
-            range("seeded_recall", "min", t.min, 0.0, 1.0)?;
-            tag("seeded_recall", &t.tag)?;
-            at_least_one("seeded_recall", "min_probes", t.min_probes)?;
-            if t.kinds.is_empty() {
-                return Err((
-                    vec!["gates", "seeded_recall", "kinds"],
-                    "gates.seeded_recall.kinds: empty (expected at least one kind)".into(),
-                ));
-            }
-            if let Some(k) = t.kinds.iter().find(|k| !FACT_KINDS.contains(&k.as_str())) {
-                return Err((
-                    vec!["gates", "seeded_recall", "kinds"],
-                    format!(
-                        "gates.seeded_recall.kinds: unknown kind `{k}` (expected one of {})",
-                        FACT_KINDS.join(", ")
-                    ),
-                ));
-            }
-        }
-        if let Some(t) = &g.estimator_p95_undercount {
-            range(
-                "estimator_p95_undercount",
-                "max_share_of_buffer",
-                t.max_share_of_buffer,
-                0.0,
-                1000.0,
-            )?;
-            if t.exclude_tags.iter().any(|s| s.trim().is_empty()) {
-                return Err((
-                    vec!["gates", "estimator_p95_undercount", "exclude_tags"],
-                    "gates.estimator_p95_undercount.exclude_tags: empty tag".into(),
-                ));
-            }
-        }
-        let configured = [
-            g.safety_invariant_failures.is_some(),
-            g.transcript_corruptions.is_some(),
-            g.unwarned_over_budget_requests.is_some(),
-            g.token_reduction_vs_off.is_some(),
-            g.pass_rate_regression_vs_warn.is_some(),
-            g.completion_regression_vs_warn.is_some(),
-            g.seeded_recall.is_some(),
-            g.estimator_p95_undercount.is_some(),
-            g.errored_trials.is_some(),
-        ];
-        if !configured.contains(&true) {
-            return Err((
-                vec!["gates"],
-                "gates: no gate configured (an empty gates file would always pass)".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// `(line, column)` (1-based) of the last key of `path` in `text`, found in order: each key
-/// is searched after the previous one (good enough for a gates file's shallow YAML).
-fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
-    let mut from = 0;
-    let mut at = None;
-    for key in path {
-        let pattern = format!("{key}:");
-        let rel = text[from..]
-            .match_indices(&pattern)
-            .map(|(i, _)| from + i)
-            .find(|&i| {
-                // A whole key: preceded by the start, whitespace, `{` or `,`.
-                text[..i]
-                    .chars()
-                    .next_back()
-                    .is_none_or(|c| c.is_whitespace() || c == '{' || c == ',')
-            })?;
-        at = Some(rel);
-        from = rel + pattern.len();
-    }
-    let i = at?;
-    let line = text[..i].matches('\n').count() + 1;
-    let col = i - text[..i].rfind('\n').map_or(0, |n| n + 1) + 1;
-    Some((line, col))
-}
-
-/// Loads a gates file from `path`, or the built-in [`DEFAULT_GATES`] when `None`.
-pub fn load_gates(path: Option<&Path>) -> Result<GatesFile, ReportError> {
-    match path {
-        None => GatesFile::parse(DEFAULT_GATES, "builtin"),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| ReportError::io(p, e))?;
-            GatesFile::parse(&text, &p.display().to_string())
-        }
-    }
-}
-
-/// Lowercase hex SHA-256 of a text, as registered in the manifest.
-pub fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
 
 /// Outcome of one gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -654,8 +271,14 @@ pub(crate) fn evaluate_with(
     if let Some(t) = g.completion_regression_vs_warn {
         results.push(ctx.completion_regression(t));
     }
+    if let Some(t) = g.candidate_pass_rate {
+        results.push(ctx.candidate_pass_rate(t));
+    }
     if let Some(t) = &g.seeded_recall {
         results.push(ctx.recall(t));
+    }
+    if let Some(t) = &g.probe_recall {
+        results.push(ctx.probe_recall(t));
     }
     if let Some(t) = &g.estimator_p95_undercount {
         results.push(ctx.with_frame(
@@ -1064,109 +687,6 @@ impl<'a> Ctx<'a> {
             examples(&ids)
         );
         Self::result(name, Bound::Max, max, Some(n as f64), detail)
-    }
-
-    fn recall(&self, t: &RecallGate) -> GateResult {
-        let name = "seeded_recall";
-        if self.cand.is_empty() {
-            return Self::result(name, Bound::Min, t.min, None, self.no_candidate());
-        }
-        let tagged = t.tag.as_deref().map(|tag| tagged_scenarios(self.run, tag));
-        let in_scope = |tr: &TrialRow| {
-            tagged
-                .as_ref()
-                .is_none_or(|s| s.contains(tr.scenario.as_str()))
-        };
-        // Every probe of a non-errored candidate trial, by kind; only the gate's kinds, in
-        // the gate's scenarios, count.
-        let mut by_kind: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        let (mut correct, mut total) = (0u64, 0u64);
-        for tr in self
-            .cand
-            .iter()
-            .filter(|t| t.outcome.status != OutcomeStatus::Errored)
-        {
-            for p in &tr.recall {
-                let kind = if p.kind.is_empty() {
-                    "constraint"
-                } else {
-                    p.kind.as_str()
-                };
-                let e = by_kind.entry(kind.to_string()).or_default();
-                e.0 += u64::from(p.correct);
-                e.1 += 1;
-                if in_scope(tr) && t.kinds.iter().any(|k| k == kind) {
-                    correct += u64::from(p.correct);
-                    total += 1;
-                }
-            }
-        }
-        let scope = format!(
-            "{} probes{}",
-            t.kinds.join("/"),
-            t.tag
-                .as_deref()
-                .map(|tag| format!(" in scenarios tagged `{tag}`"))
-                .unwrap_or_default()
-        );
-        let beside: Vec<String> = by_kind
-            .iter()
-            .map(|(k, (c, n))| format!("{k} {c}/{n}"))
-            .collect();
-        if total < t.min_probes {
-            return Self::result(
-                name,
-                Bound::Min,
-                t.min,
-                None,
-                format!(
-                    "inconclusive: needs {} {scope}, has {total} (all kinds: {})",
-                    t.min_probes,
-                    beside.join(", ")
-                ),
-            );
-        }
-        let p = Proportion::wilson(correct, total).unwrap_or(Proportion {
-            successes: 0,
-            total: 0,
-            value: 0.0,
-            lo: 0.0,
-            hi: 0.0,
-        });
-        // Too few probes for even a perfect record to reach the threshold: not shown below
-        // it either (the upper bound clears it), so the run cannot decide.
-        if let Some(need) = wilson_demonstrable_n(t.min) {
-            if total < need && p.hi >= t.min {
-                return Self::result(
-                    name,
-                    Bound::Min,
-                    t.min,
-                    None,
-                    format!(
-                        "inconclusive: {correct}/{total} {scope} correct, but even a perfect \
-                         record needs {need} probes for a lower Wilson 95% bound of {:.1}%: run \
-                         more trials of varied long sessions (all kinds: {})",
-                        t.min * 100.0,
-                        beside.join(", ")
-                    ),
-                );
-            }
-        }
-        Self::result(
-            name,
-            Bound::Min,
-            t.min,
-            Some(p.lo),
-            format!(
-                "lower Wilson 95% bound {:.3} of {correct}/{total} {scope} correct ({:.1}%, \
-                 [{:.3}, {:.3}]); all kinds: {}",
-                p.lo,
-                p.value * 100.0,
-                p.lo,
-                p.hi,
-                beside.join(", ")
-            ),
-        )
     }
 
     fn errored(&self, t: MaxCount) -> GateResult {

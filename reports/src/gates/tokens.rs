@@ -293,6 +293,22 @@ pub(super) fn token_reduction(
             ),
         ));
     }
+    let scenarios = pairing
+        .paired
+        .column("scenario")?
+        .as_materialized_series()
+        .n_unique()? as u64;
+    if scenarios < t.min_scenarios {
+        return Ok(result(
+            None,
+            format!(
+                "inconclusive: needs {} distinct scenario(s) of {scope} paired with `off`, has \
+                 {scenarios} ({units} session(s)): the instances `vary:` makes of one \
+                 scenario are one design — add scenarios",
+                t.min_scenarios
+            ),
+        ));
+    }
     let estimated = pairing
         .paired
         .clone()

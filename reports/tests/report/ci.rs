@@ -259,19 +259,21 @@ fn junit_has_a_suite_per_scenario_mode_and_the_gates() {
 
     // Gates: safety fails (the budget verdict), the rest pass with their detail.
     let g = suite(&root, "gates");
-    assert_eq!(g.num("tests"), 9);
+    assert_eq!(g.num("tests"), 11);
     let s = case(g, "safety_invariant_failures");
     assert_eq!(
         s.one("failure").attr("message"),
         "observed 1 (threshold ≤ 0): 1 failed of 4 invariant verdicts (budget-respected=1)"
     );
     assert!(s.one("failure").text.contains("budget-respected=1"));
-    // One session is too few to compare modes: skipped, saying what it needs.
+    // A baseline that did not complete the session it is expected to complete is no
+    // baseline: skipped, saying why.
     let p = case(g, "pass_rate_regression_vs_warn");
     let s = p.one("skipped");
     assert!(
-        s.attr("message")
-            .starts_with("not evaluated: inconclusive: needs 5 independent session(s)"),
+        s.attr("message").starts_with(
+            "not evaluated: inconclusive: the baseline `warn` itself did not complete 1 of 1"
+        ),
         "{p:?}"
     );
     let props: BTreeMap<&str, &str> = g
@@ -293,7 +295,7 @@ fn junit_not_evaluated_gates_are_skipped() {
     let root = parse(&std::fs::read_to_string(out.join("junit.xml")).expect("junit"));
     check_counts(&root);
     let g = suite(&root, "gates");
-    assert_eq!(g.num("skipped"), 8);
+    assert_eq!(g.num("skipped"), 10);
     let s = case(g, "seeded_recall").one("skipped");
     assert_eq!(
         s.attr("message"),
@@ -350,14 +352,14 @@ fn summary_md_has_verdict_gates_modes_and_failures() {
     // One scenario is too small a run to decide the statistical gates.
     assert!(
         md.starts_with(
-            "## ⚠️ ctxbench: INCOMPLETE\n\n**INCOMPLETE**: 4 of 9 gates could not be evaluated"
+            "## ⚠️ ctxbench: INCOMPLETE\n\n**INCOMPLETE**: 6 of 11 gates could not be evaluated"
         ),
         "{md}"
     );
     assert!(!md.contains("registered no gates"), "{md}");
     // Gates table: a header, a divider and one row per gate, each with 5 cells.
     let rows = table_after(&md, "### Gates");
-    assert_eq!(rows.len(), 2 + 9, "{rows:?}");
+    assert_eq!(rows.len(), 2 + 11, "{rows:?}");
     for r in &rows {
         assert_eq!(cells(r), 5, "{r}");
     }

@@ -148,7 +148,7 @@ fn good_run_passes_every_default_gate_with_hand_computed_values() {
     assert_eq!(r.note, None);
     assert!(!r.exploratory);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    assert_eq!(r.gates.len(), 9);
+    assert_eq!(r.gates.len(), 11);
 
     // Per scenario: 1−100/200, 1−100/400, 1−100/200, 1−200/400 → median of {.5,.75,.5,.5}
     // = .5; all 80 session clusters alike, so the interval is [.5, .5] and the gate judges
@@ -190,7 +190,7 @@ fn good_run_passes_every_default_gate_with_hand_computed_values() {
     assert!(close(u.observed, 0.1), "{u:?}");
     assert!((u.threshold - 0.2).abs() < 1e-12, "{u:?}");
     assert!(close(gate(&r, "safety_invariant_failures").observed, 0.0));
-    assert!(verdict_line(&r).starts_with("PASS: all 9 gates passed"));
+    assert!(verdict_line(&r).starts_with("PASS: all 11 gates passed"));
 }
 
 #[test]
@@ -265,7 +265,7 @@ fn missing_candidate_mode_is_incomplete_not_pass() {
     }
     // Errored trials are counted over the whole run, which exists.
     assert_eq!(gate(&r, "errored_trials").status, GateStatus::Pass);
-    assert!(verdict_line(&r).starts_with("INCOMPLETE: 8 of 9 gates could not be evaluated"));
+    assert!(verdict_line(&r).starts_with("INCOMPLETE: 10 of 11 gates could not be evaluated"));
 }
 
 #[test]
@@ -331,7 +331,7 @@ fn failures_make_the_verdict_fail() {
     assert_eq!(p.status, GateStatus::Fail, "{p:?}");
     assert!(p.detail.contains("passed only in warn: s1"), "{p:?}");
     assert!(
-        verdict_line(&r).starts_with("FAIL: 5 of 9 gates failed"),
+        verdict_line(&r).starts_with("FAIL: 5 of 11 gates failed"),
         "{}",
         verdict_line(&r)
     );
@@ -600,7 +600,7 @@ fn pre_registration_is_enforced_unless_exploratory() {
 
 fn pass_rate_gates() -> GatesFile {
     GatesFile::parse(
-        "version: 1\ngates:\n  pass_rate_regression_vs_warn: {max: 0.05}\n",
+        "version: 1\ngates:\n  pass_rate_regression_vs_warn: {max: 0.05, min_scenarios: 1}\n",
         "ni.yaml",
     )
     .expect("gates")
@@ -623,7 +623,9 @@ fn paired_fx(
         ] {
             let mut tr = crate::fixture::trial(&format!("p{k}"), mode, 0);
             tr.passed = pass;
-            if !pass {
+            // A failing `warn` completed its script and failed a grader (a baseline that does
+            // not complete what it is expected to is no baseline); the candidate stops.
+            if !pass && mode == Mode::Compact {
                 tr.outcome.status = OutcomeStatus::Failed;
             }
             fx.trials.push(tr);

@@ -5,5 +5,6 @@ mod compaction;
 mod extras;
 mod fixture;
 mod gates;
+mod gates_absolute;
 mod output;
 mod read;

@@ -202,7 +202,7 @@ fn writes_all_files_with_documented_headers() {
     assert_eq!(gates["verdict"], "incomplete");
     assert_eq!(gates["exit_code"], 3);
     assert_eq!(gates["exploratory"], false);
-    assert_eq!(gates["gates"].as_array().map(Vec::len), Some(9));
+    assert_eq!(gates["gates"].as_array().map(Vec::len), Some(11));
     assert_eq!(summary.modes.len(), 3);
     assert_eq!(summary.mode_lines().len(), 3);
 }
