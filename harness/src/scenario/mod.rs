@@ -25,6 +25,7 @@
 
 mod compiled;
 mod diagnostics;
+mod fits;
 mod generate;
 mod instantiate;
 pub(crate) mod model;
@@ -377,6 +378,9 @@ fn parse_and_check(source_name: &str, text: &str) -> Result<validate::Compiled, 
     if let Some(c) = &compiled {
         if rep.is_clean() {
             check_fixed_context_fits(c, &mut rep);
+        }
+        if rep.is_clean() {
+            fits::check_uncompacted_success_fits(c, &mut rep);
         }
     }
     match compiled {

@@ -239,6 +239,8 @@ struct Check<'r, 'a> {
 pub(crate) struct Compiled {
     pub(crate) scenario: Scenario,
     pub(crate) id_at: Option<Location>,
+    /// Where `expect.outcome` is (else `expect`), for checks of the expected outcomes.
+    pub(crate) outcome_at: Option<Location>,
 }
 
 /// Validates `raw` (parsed from `text`), recording every problem in `rep`.
@@ -378,9 +380,14 @@ impl Check<'_, '_> {
             vary,
             script,
         };
+        let outcome_at = raw
+            .expect
+            .as_ref()
+            .and_then(|e| e.value.outcome.as_ref().and_then(at).or_else(|| at(e)));
         Some(Compiled {
             scenario,
             id_at: at(&raw.id),
+            outcome_at,
         })
     }
 
