@@ -4,7 +4,10 @@
 //! - Every turn that did not complete carries a reason from the protocol's vocabulary
 //!   ([`KNOWN_REASONS`], docs/agent-protocol.md) — never an empty or made-up one.
 //! - The reason agrees with what happened: `provider_overflow` needs a context overflow from
-//!   the provider in that turn, `provider_overflow_after_output` one with partial output;
+//!   the provider in that turn, `provider_overflow_after_output` one with partial output,
+//!   and any other `provider_*` failure (e.g. `provider_rejected`) a request of that turn
+//!   that ctxbench's provider answered with an error (issue #16: a runtime claiming the
+//!   provider failed without asking it, or when it answered, fails here);
 //!   `mandatory_context_exceeds_budget` needs a turn with no provider call whose mandatory
 //!   context (instruction file, user message, tool definitions — counted by the provider's
 //!   tokenizer) does not fit the scenario's declared input budget; any other context stop
@@ -97,6 +100,11 @@ impl Grader for LimitHonest {
                 })
             };
             let sent = in_step().count();
+            let errors = || {
+                in_step()
+                    .filter(|r| r.error.is_some() || r.row.error_kind.is_some())
+                    .count()
+            };
             let mandatory = mandatory_tokens(ctx.scenario, rec, t.step, &t.user);
             let problem: Option<(String, String)> = match reason.as_str() {
                 reasons::PROVIDER_OVERFLOW if !overflow(false) && !overflow(true) => Some((
@@ -115,6 +123,23 @@ impl Grader for LimitHonest {
                     format!("mandatory context over the declared input budget of {available}"),
                     format!("mandatory context of {mandatory} tokens (provider count) fits"),
                 )),
+                r if r.starts_with("provider_")
+                    && r != reasons::PROVIDER_OVERFLOW
+                    && r != reasons::PROVIDER_OVERFLOW_AFTER_OUTPUT
+                    && errors() == 0 =>
+                {
+                    Some((
+                        "a provider error in this turn (the provider's recorded responses)".into(),
+                        if sent == 0 {
+                            "no request was sent to the provider in the turn".into()
+                        } else {
+                            format!(
+                                "{sent} request(s) sent in the turn, all answered without an \
+                                 error"
+                            )
+                        },
+                    ))
+                }
                 r if r.starts_with("provider_")
                     || r == "infrastructure"
                     || r == reasons::ROUND_LIMIT =>

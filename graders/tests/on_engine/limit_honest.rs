@@ -71,3 +71,71 @@ async fn a_refusal_of_work_that_fits_fails() {
         );
     }
 }
+
+/// A claimed provider failure must be backed by what ctxbench's provider recorded for the
+/// turn (issue #16): `failed / provider_rejected` with no request sent, or after requests the
+/// provider answered without error, fails; with a recorded provider error it passes.
+#[tokio::test]
+async fn an_unbacked_provider_failure_fails() {
+    let (rec, j) = judge_with(SMALL_RECALL, Mode::Compact, None).await;
+    assert_eq!(verdict(&j).status, VerdictStatus::Pass);
+    let scenario = ctxbench_harness::scenario::load_str("t.yaml", SMALL_RECALL).unwrap();
+    let null = serde_json::Value::Null;
+    let grade = |rec: &ctxbench_harness::record::TrialRecord| {
+        ctxbench_graders::grader("limit-honest")
+            .unwrap()
+            .grade(&ctxbench_graders::GradeContext {
+                scenario: &scenario,
+                record: rec,
+                params: &null,
+            })
+    };
+    let step = rec.turns.last().unwrap().step;
+    for reason in ["provider_rejected"] {
+        let mut claimed = rec.clone();
+        claimed.turns.last_mut().unwrap().outcome = TurnOutcome::Failed {
+            reason: reason.into(),
+            detail: "refused".into(),
+        };
+        // Requests answered without error: not backed.
+        let v = grade(&claimed);
+        assert_eq!(v.status, VerdictStatus::Fail, "{reason} answered: {v:?}");
+        assert!(
+            v.evidence[0]
+                .seen
+                .as_deref()
+                .unwrap_or("")
+                .contains("without an error"),
+            "{v:?}"
+        );
+        // No request at all: not backed.
+        let mut silent = claimed.clone();
+        silent.requests.retain(|r| r.row.step != step);
+        let v = grade(&silent);
+        assert_eq!(v.status, VerdictStatus::Fail, "{reason} silent: {v:?}");
+        assert!(
+            v.evidence[0]
+                .seen
+                .as_deref()
+                .unwrap_or("")
+                .contains("no request was sent"),
+            "{v:?}"
+        );
+        // The provider did reject a request of that turn: backed.
+        let mut backed = claimed.clone();
+        let r = backed
+            .requests
+            .iter_mut()
+            .rev()
+            .find(|r| r.row.sent && r.row.step == step)
+            .expect("a request in the last turn");
+        r.response = None;
+        r.error = Some(ctxbench_adapters::ProviderError::Rejected {
+            status: 400,
+            message: "bad request".into(),
+        });
+        r.row.error_kind = Some("rejected".into());
+        let v = grade(&backed);
+        assert_eq!(v.status, VerdictStatus::Pass, "{reason} backed: {v:?}");
+    }
+}
