@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use ctxbench_adapters::{Message, Role};
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
+use super::claims::claims;
 use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
-    archive_refs, claims, clip, historical, occurrence_key, one_line, sentences, verification,
+    archive_refs, clip, historical, occurrence_key, one_line, sentences, verification,
 };
 use super::tool_lines::{call_label, top_lines, MAX_LINES_PER_RESULT};
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};

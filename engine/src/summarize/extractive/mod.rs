@@ -31,6 +31,7 @@
 //! with the new ones under the same rules.
 
 mod answers;
+mod claims;
 mod collect;
 mod layout;
 mod names;
@@ -50,8 +51,9 @@ use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryR
 use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
 
+pub(crate) use claims::claims;
+pub(crate) use text::archive_refs as archive_ref_pattern;
 pub use text::sentences;
-pub(crate) use text::{archive_refs as archive_ref_pattern, claims};
 
 /// Whether a sentence names a concrete value (a number, a path, an identifier, a quoted
 /// string): what the model strategy checks its summary kept (`model::carry`).

@@ -16,7 +16,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::text::{claims, clip, one_line, words};
+use super::claims::claims;
+use super::text::{clip, one_line, words};
 
 /// Most key lines kept from one tool result.
 pub const MAX_LINES_PER_RESULT: usize = 6;

@@ -92,10 +92,7 @@ pub(super) fn validate_structure(
             request.target_tokens
         ));
     }
-    let claims: Vec<&str> = crate::summarize::extractive::claims()
-        .find_iter(text)
-        .map(|m| m.as_str())
-        .collect();
+    let claims = crate::summarize::extractive::claims().sentences_in(text);
     if let Some(first) = claims.first() {
         return Err(format!(
             "carries {} approval/authority claim(s), e.g. \"{first}\"",
