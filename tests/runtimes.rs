@@ -141,3 +141,28 @@ fn every_agent_runs_a_short_scenario_live() {
         );
     }
 }
+
+/// An adapter dies with ctxbench even mid-turn (issue #16): `kill -9` of the parent takes
+/// the adapter and everything its agent started down with it, through
+/// `ci/adapters/common/lifeline.py`, which every adapter starts first.
+#[test]
+fn adapters_die_with_a_killed_parent() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/adapters");
+    let out = std::process::Command::new("python3")
+        .arg(root.join("common/lifeline.py"))
+        .arg("--selftest")
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", text(&out));
+    for entry in std::fs::read_dir(&root).expect("adapters") {
+        let adapter = entry.expect("entry").path().join("adapter.py");
+        if adapter.exists() {
+            let source = std::fs::read_to_string(&adapter).expect("readable");
+            assert!(
+                source.contains("lifeline.watch()"),
+                "{} does not start the lifeline",
+                adapter.display()
+            );
+        }
+    }
+}

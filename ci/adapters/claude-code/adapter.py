@@ -41,6 +41,7 @@ import queue
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import scripted_tools  # noqa: E402
+import lifeline  # noqa: E402
 
 PROTOCOL = "ctxbench.agent/1"
 CLAUDE = os.environ.get("CTXBENCH_CLAUDE_BIN") or shutil.which("claude") or "claude"
@@ -243,6 +244,7 @@ def compact(m):
 
 
 def main():
+    lifeline.watch()  # die with ctxbench, even mid-turn
     for line in sys.stdin:
         if not line.strip():
             continue

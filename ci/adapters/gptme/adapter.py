@@ -35,6 +35,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import scripted_tools  # noqa: E402
+import lifeline  # noqa: E402
 
 PROTOCOL = "ctxbench.agent/1"
 GPTME = os.environ.get("CTXBENCH_GPTME_BIN") or shutil.which("gptme") or "gptme"
@@ -188,6 +189,7 @@ def compact(m):
 
 
 def main():
+    lifeline.watch()  # die with ctxbench, even mid-turn
     for line in sys.stdin:
         if not line.strip():
             continue

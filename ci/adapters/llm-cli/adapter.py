@@ -31,6 +31,8 @@ import re
 import shutil
 import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import lifeline  # noqa: E402
 
 PROTOCOL = "ctxbench.agent/1"
 LLM = os.environ.get("CTXBENCH_LLM_BIN") or shutil.which("llm") or "llm"
@@ -149,6 +151,7 @@ def user_turn(m):
 
 
 def main():
+    lifeline.watch()  # die with ctxbench, even mid-turn
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -44,6 +44,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import scripted_tools  # noqa: E402
+import lifeline  # noqa: E402
 
 PROTOCOL = "ctxbench.agent/1"
 OPENCODE = os.environ.get("CTXBENCH_OPENCODE_BIN") or shutil.which("opencode") or "opencode"
@@ -302,6 +303,7 @@ def compact(m):
 
 
 def main():
+    lifeline.watch()  # die with ctxbench, even mid-turn
     # ctxbench kills the adapter when a trial ends abnormally: take the server down with it.
     signal.signal(signal.SIGTERM, lambda *_: (stop_server(), os._exit(143)))
     try:
