@@ -17,6 +17,8 @@ use super::tool_lines::{call_label, top_lines, MAX_LINES_PER_RESULT};
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
+/// Most key lines kept from a tool result that is data (mostly key lines).
+const MAX_DATA_LINES_PER_RESULT: usize = 64;
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -129,7 +131,14 @@ pub(super) fn collect(
                     seq += 1;
                     items.push(Item::omission(turn, "tool", seq, source));
                 }
-                let mut lines = top_lines(&m.content, MAX_LINES_PER_RESULT);
+                // Data (a table, a settings listing) is all key lines: its rows compete by
+                // rank under the section's share and the per-message cap, not a line count.
+                let max_lines = if super::mostly_key_lines(&m.content) {
+                    MAX_DATA_LINES_PER_RESULT
+                } else {
+                    MAX_LINES_PER_RESULT
+                };
+                let mut lines = top_lines(&m.content, max_lines);
                 if lines.is_empty() && command {
                     // The last command's output says something even without key lines:
                     // its first line.
@@ -262,7 +271,12 @@ pub(super) fn collect(
                     continue;
                 }
                 // No positional term: a sentence ranks by what it says, wherever it sits.
-                let listed = listed_with_rules(&sentence_list);
+                // A list of rules, or a short message, is deliberate: each of its
+                // sentences counts as a statement (tagged `stated`, so it still does when
+                // the summary is rolled).
+                let listed = m.role == Role::User
+                    && (listed_with_rules(&sentence_list) || short_message(&m.content));
+                let tag = if listed { "stated" } else { tag };
                 for s in sentence_list {
                     seq += 1;
                     if claims().is_match(&s) {
@@ -317,4 +331,13 @@ pub(super) fn collect(
         refs,
         turns: (first, last),
     }
+}
+
+/// Most words of a user message that is short: a message typed as an instruction, not a
+/// paste. Its sentences are deliberate.
+const SHORT_MESSAGE_WORDS: usize = 80;
+
+/// Whether a user message is short (see [`SHORT_MESSAGE_WORDS`]).
+fn short_message(content: &str) -> bool {
+    content.split_whitespace().count() <= SHORT_MESSAGE_WORDS
 }

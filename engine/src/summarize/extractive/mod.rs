@@ -268,7 +268,7 @@ fn user_section(sentence: &str) -> Section {
 /// ([`rules::listed_with_rules`]), so a sentence in it is one, whatever its wording.
 fn user_rank(sentence: &str, listed: bool) -> (Section, i64) {
     let score = rules::statement_score(sentence);
-    if listed && rules::rule_strength(sentence) < rules::RULE && !text::is_question(sentence) {
+    if listed && !rules::is_clear_rule(sentence) && !text::is_question(sentence) {
         (Section::Statements, score + rules::LISTED_BONUS)
     } else {
         (user_section(sentence), score)

@@ -22,7 +22,7 @@ const OLDER_PENALTY: [i64; 2] = [8, 12];
 
 /// Whether an item is something the user said.
 fn user_said(it: &Item) -> bool {
-    matches!(it.tag, "user" | "request" | "system")
+    matches!(it.tag, "user" | "stated" | "request" | "system")
 }
 
 /// The items that stay distinguishable. `newest_only` (mutant

@@ -114,11 +114,15 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                 }
             }
             other => {
-                let tag = if other == "system" { "system" } else { "user" };
+                let tag = match other {
+                    "system" => "system",
+                    "stated" => "stated",
+                    _ => "user",
+                };
                 let list = sentences(body);
                 let plain: Vec<String> = list.iter().map(|s| unlabelled(s).to_string()).collect();
                 // A line keeps the sentences of one message; listed together they still are.
-                let listed = listed_with_rules(&plain);
+                let listed = tag == "stated" || listed_with_rules(&plain);
                 for (s, plain) in list.into_iter().zip(plain) {
                     *seq += 1;
                     if s == OMISSION_MARKER {

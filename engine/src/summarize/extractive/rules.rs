@@ -177,14 +177,34 @@ pub fn rule_strength(sentence: &str) -> u32 {
     s.max(0) as u32
 }
 
+/// Whether a sentence carries a rule structure that ordinary prose rarely has: an
+/// obligation or prohibition word, a subject bound by a modal, a standing scope, a
+/// directive opening, or a restriction ("only on …") that names something. A universal
+/// subject ("All …", "Each …"), `needs` or a scope word alone is weak evidence: ordinary
+/// prose is full of them.
+fn strong_structure(sentence: &str) -> bool {
+    strong().is_match(sentence)
+        || bound_subject().is_match(sentence)
+        || standing().is_match(sentence)
+        || sentence
+            .split([';', ':', '—'])
+            .any(|clause| directive_opening().is_match(clause.trim_start()))
+        || (restriction().is_match(sentence) && (specifics(sentence) > 0 || names_a_name(sentence)))
+}
+
+/// Whether a sentence is a clear rule: rule-like enough ([`RULE`]) with a strong structure.
+pub fn is_clear_rule(sentence: &str) -> bool {
+    rule_strength(sentence) >= RULE && strong_structure(sentence)
+}
+
 /// The rank of a user (or system) sentence: rules first, then statements naming values,
 /// ordinary prose last.
 pub fn statement_score(sentence: &str) -> i64 {
     let rule = i64::from(rule_strength(sentence));
     let spec = i64::from(specifics(sentence).min(4));
-    // Below the rule threshold a structure cue is weak evidence (word salad can open with
-    // "Only …"): it must not outrank a statement that names values.
-    let rule_weight = if rule >= 3 { 12 } else { 4 };
+    // Weak structure cues are weak evidence (word salad can open with "Only …" or "All
+    // …"): they must not outrank a statement that names values.
+    let rule_weight = if is_clear_rule(sentence) { 12 } else { 2 };
     let mut score = 30 + rule * rule_weight + spec * 8;
     if names_a_name(sentence) {
         score += 4;
@@ -263,5 +283,12 @@ mod tests {
         assert!(rule > fact && fact > prose, "{rule} {fact} {prose}");
         let next = statement_score("Next step after the refactor: split the parser in two.");
         assert!(next > fact, "{next} {fact}");
+        // A value stated in passing outranks prose that merely opens like a rule.
+        let passing = statement_score(
+            "One detail that matters: amounts are carried as integer cents in an i64 end to end.",
+        );
+        let salad = statement_score("All need new stays into before change request error returns.");
+        assert!(passing > salad, "{passing} {salad}");
+        assert!(rule > passing, "{rule} {passing}");
     }
 }
