@@ -21,8 +21,14 @@ pub const EXCERPT_CHARS: usize = 160;
 /// A result at most this large whose lines are mostly key lines (a table, a settings
 /// listing) is data, not bulk, and is never projected.
 pub const DATA_MAX_TOKENS: u64 = 1000;
-/// Most key lines a projection keeps, and the characters each may take.
+/// Fewest key lines a projection may keep, and the characters each may take.
 pub const PROJECTION_KEY_LINES: (usize, usize) = (3, 100);
+/// A projection may keep one key line per this many tokens of the result (at least
+/// [`PROJECTION_KEY_LINES`]`.0`, at most [`MAX_PROJECTION_KEY_LINES`]): a long file holds
+/// more settings than a short one, and a fixed count loses the ones in its middle.
+pub const TOKENS_PER_KEY_LINE: u64 = 100;
+/// Most key lines a projection keeps.
+pub const MAX_PROJECTION_KEY_LINES: usize = 40;
 
 /// Project large tool results in `entries` except those at index ≥ `protect_from`.
 /// Returns the (possibly) rewritten entries and how many results were projected.
@@ -150,7 +156,9 @@ pub fn projection(original: &Message, tool: &str, tokens: u64, hash_hex: &str) -
         .split_whitespace()
         .filter(|w| w.starts_with("archive://"))
         .collect();
-    let (max_lines, line_chars) = PROJECTION_KEY_LINES;
+    let (min_lines, line_chars) = PROJECTION_KEY_LINES;
+    let max_lines =
+        ((tokens / TOKENS_PER_KEY_LINE) as usize).clamp(min_lines, MAX_PROJECTION_KEY_LINES);
     let key_lines: Vec<String> =
         crate::summarize::extractive::tool_key_lines(&original.content, max_lines)
             .into_iter()

@@ -13,10 +13,12 @@ use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
     archive_refs, clip, historical, occurrence_key, one_line, sentences, verification,
 };
-use super::tool_lines::{call_label, top_lines, MAX_LINES_PER_RESULT};
+use super::tool_lines::{call_label, top_lines, KeyLine, MAX_LINES_PER_RESULT};
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
+/// Characters of tool result per key line it may contribute (about 150 tokens).
+const CHARS_PER_KEY_LINE: usize = 600;
 /// Most key lines kept from a tool result that is data (mostly key lines).
 const MAX_DATA_LINES_PER_RESULT: usize = 64;
 /// Rank of the newest request's parts: the task comes first.
@@ -133,10 +135,13 @@ pub(super) fn collect(
                 }
                 // Data (a table, a settings listing) is all key lines: its rows compete by
                 // rank under the section's share and the per-message cap, not a line count.
+                // A long result holds more settings than a short one: one line per
+                // `CHARS_PER_KEY_LINE` of it, at least `MAX_LINES_PER_RESULT`.
                 let max_lines = if super::mostly_key_lines(&m.content) {
                     MAX_DATA_LINES_PER_RESULT
                 } else {
-                    MAX_LINES_PER_RESULT
+                    (m.content.len() / CHARS_PER_KEY_LINE)
+                        .clamp(MAX_LINES_PER_RESULT, MAX_DATA_LINES_PER_RESULT)
                 };
                 let mut lines = top_lines(&m.content, max_lines);
                 if lines.is_empty() && command {
@@ -148,7 +153,16 @@ pub(super) fn collect(
                         }
                     }
                 }
-                for (rank, line) in lines.into_iter().enumerate() {
+                // Rank by score (the best line of every result first), written in the
+                // result's order.
+                let mut ranked: Vec<(usize, KeyLine)> = {
+                    let mut by_score = lines;
+                    by_score
+                        .sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
+                    by_score.into_iter().enumerate().collect()
+                };
+                ranked.sort_by_key(|(_, l)| l.position);
+                for (rank, line) in ranked {
                     seq += 1;
                     let text = if line.verification {
                         historical(turn, &line.text)
