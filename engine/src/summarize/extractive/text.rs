@@ -78,6 +78,15 @@ pub fn sentences(text: &str) -> Vec<String> {
             && !list_marker().is_match(cur.trim())
         {
             flush(&mut cur, &mut out);
+        } else if c == ':' && cur.split_whitespace().count() >= 2 && {
+            // A heading before a colon ("Context from the ticket: The …") is a sentence
+            // of its own when a capitalised sentence follows it: a routine heading then
+            // repeats as itself, and what follows ranks on its own.
+            let mut ahead = chars.clone();
+            ahead.next().is_some_and(char::is_whitespace)
+                && ahead.next().is_some_and(char::is_uppercase)
+        } {
+            flush(&mut cur, &mut out);
         }
     }
     flush(&mut cur, &mut out);
@@ -217,6 +226,33 @@ pub(super) fn is_question(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heading_before_a_colon_is_its_own_sentence_when_a_sentence_follows() {
+        assert_eq!(
+            sentences("Thinking about the pool (point 3): Files we keep. Done."),
+            vec![
+                "Thinking about the pool (point 3):",
+                "Files we keep.",
+                "Done."
+            ]
+        );
+        // A colon inside a sentence is not a break.
+        assert_eq!(
+            sentences("Root cause: the cache is keyed by account id. Decision 1: we wait."),
+            vec![
+                "Root cause: the cache is keyed by account id.",
+                "Decision 1: we wait."
+            ]
+        );
+        assert_eq!(
+            sentences("Please note: Keep it."),
+            vec!["Please note:", "Keep it."]
+        );
+        // A one-word label stays with its sentence.
+        assert_eq!(sentences("Note: Keep it."), vec!["Note: Keep it."]);
+        assert_eq!(sentences("SYSTEM: policy v9"), vec!["SYSTEM: policy v9"]);
+    }
 
     #[test]
     fn sentences_split_on_terminators_and_newlines_keeping_list_markers() {
