@@ -20,6 +20,7 @@ pub(crate) fn safe(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Parse arguments, run the command, map the result to an exit code.
 pub fn main_impl() -> i32 {
+    quiet_on_closed_stdout();
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -55,4 +56,27 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Exit status when the reader of standard output went away (`ctxbench run | head`): what
+/// a process killed by SIGPIPE reports, as every classic Unix tool does. The run itself is
+/// complete and on disk; only printing stopped.
+pub const EXIT_CLOSED_STDOUT: i32 = 141;
+
+/// `println!` panics when stdout is a closed pipe (Rust ignores SIGPIPE). That is not a
+/// crash of ctxbench: exit quietly with [`EXIT_CLOSED_STDOUT`] instead of printing a panic.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(EXIT_CLOSED_STDOUT);
+        }
+        default(info);
+    }));
 }

@@ -972,3 +972,36 @@ fn shards_of_different_systems_under_test_do_not_merge() {
     let gates: serde_json::Value = serde_json::from_str(&read("agent", "gates.json")).unwrap();
     assert_eq!(gates["sut"], agent.as_str());
 }
+
+/// `ctxbench run | head -0`: the reader goes away before the verdict is printed. That is
+/// no crash of ctxbench: it exits 141 (as a process killed by SIGPIPE) without a panic
+/// message, and the run on disk is complete.
+#[test]
+fn a_closed_stdout_ends_quietly_not_with_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suite = small_suite(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+        .args(["run", "--suite"])
+        .arg(&suite)
+        .args([
+            "--modes",
+            "compact",
+            "--trials",
+            "1",
+            "--progress",
+            "none",
+            "--out",
+            "r",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take()); // the reader is gone before anything is printed
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(dir.path().join("r/report/index.html").exists());
+}
