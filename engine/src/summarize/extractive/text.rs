@@ -73,19 +73,18 @@ pub fn sentences(text: &str) -> Vec<String> {
             continue;
         }
         cur.push(c);
-        if matches!(c, '.' | '!' | '?')
+        let terminated = matches!(c, '.' | '!' | '?')
             && chars.peek().is_none_or(|n| n.is_whitespace())
-            && !list_marker().is_match(cur.trim())
-        {
-            flush(&mut cur, &mut out);
-        } else if c == ':' && cur.split_whitespace().count() >= 2 && {
-            // A heading before a colon ("Context from the ticket: The …") is a sentence
-            // of its own when a capitalised sentence follows it: a routine heading then
-            // repeats as itself, and what follows ranks on its own.
+            && !list_marker().is_match(cur.trim());
+        // A heading before a colon ("Context from the ticket: The …") is a sentence of its
+        // own when a capitalised sentence follows it: a routine heading then repeats as
+        // itself, and what follows ranks on its own.
+        let heading = c == ':' && cur.split_whitespace().count() >= 2 && {
             let mut ahead = chars.clone();
             ahead.next().is_some_and(char::is_whitespace)
                 && ahead.next().is_some_and(char::is_uppercase)
-        } {
+        };
+        if terminated || heading {
             flush(&mut cur, &mut out);
         }
     }
