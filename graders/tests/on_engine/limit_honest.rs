@@ -91,51 +91,50 @@ async fn an_unbacked_provider_failure_fails() {
             })
     };
     let step = rec.turns.last().unwrap().step;
-    for reason in ["provider_rejected"] {
-        let mut claimed = rec.clone();
-        claimed.turns.last_mut().unwrap().outcome = TurnOutcome::Failed {
-            reason: reason.into(),
-            detail: "refused".into(),
-        };
-        // Requests answered without error: not backed.
-        let v = grade(&claimed);
-        assert_eq!(v.status, VerdictStatus::Fail, "{reason} answered: {v:?}");
-        assert!(
-            v.evidence[0]
-                .seen
-                .as_deref()
-                .unwrap_or("")
-                .contains("without an error"),
-            "{v:?}"
-        );
-        // No request at all: not backed.
-        let mut silent = claimed.clone();
-        silent.requests.retain(|r| r.row.step != step);
-        let v = grade(&silent);
-        assert_eq!(v.status, VerdictStatus::Fail, "{reason} silent: {v:?}");
-        assert!(
-            v.evidence[0]
-                .seen
-                .as_deref()
-                .unwrap_or("")
-                .contains("no request was sent"),
-            "{v:?}"
-        );
-        // The provider did reject a request of that turn: backed.
-        let mut backed = claimed.clone();
-        let r = backed
-            .requests
-            .iter_mut()
-            .rev()
-            .find(|r| r.row.sent && r.row.step == step)
-            .expect("a request in the last turn");
-        r.response = None;
-        r.error = Some(ctxbench_adapters::ProviderError::Rejected {
-            status: 400,
-            message: "bad request".into(),
-        });
-        r.row.error_kind = Some("rejected".into());
-        let v = grade(&backed);
-        assert_eq!(v.status, VerdictStatus::Pass, "{reason} backed: {v:?}");
-    }
+    let reason = "provider_rejected";
+    let mut claimed = rec.clone();
+    claimed.turns.last_mut().unwrap().outcome = TurnOutcome::Failed {
+        reason: reason.into(),
+        detail: "refused".into(),
+    };
+    // Requests answered without error: not backed.
+    let v = grade(&claimed);
+    assert_eq!(v.status, VerdictStatus::Fail, "{reason} answered: {v:?}");
+    assert!(
+        v.evidence[0]
+            .seen
+            .as_deref()
+            .unwrap_or("")
+            .contains("without an error"),
+        "{v:?}"
+    );
+    // No request at all: not backed.
+    let mut silent = claimed.clone();
+    silent.requests.retain(|r| r.row.step != step);
+    let v = grade(&silent);
+    assert_eq!(v.status, VerdictStatus::Fail, "{reason} silent: {v:?}");
+    assert!(
+        v.evidence[0]
+            .seen
+            .as_deref()
+            .unwrap_or("")
+            .contains("no request was sent"),
+        "{v:?}"
+    );
+    // The provider did reject a request of that turn: backed.
+    let mut backed = claimed.clone();
+    let r = backed
+        .requests
+        .iter_mut()
+        .rev()
+        .find(|r| r.row.sent && r.row.step == step)
+        .expect("a request in the last turn");
+    r.response = None;
+    r.error = Some(ctxbench_adapters::ProviderError::Rejected {
+        status: 400,
+        message: "bad request".into(),
+    });
+    r.row.error_kind = Some("rejected".into());
+    let v = grade(&backed);
+    assert_eq!(v.status, VerdictStatus::Pass, "{reason} backed: {v:?}");
 }

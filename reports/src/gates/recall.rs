@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ctxbench_harness::storage::schema::{OutcomeStatus, TrialRow};
+use ctxbench_harness::storage::schema::{OutcomeStatus, RecallRow, TrialRow};
 
 use super::{tagged_scenarios, Bound, Ctx, GateResult, ProbeRecallGate, RecallGate};
 use crate::stats::{wilson_demonstrable_n, Proportion};
@@ -31,11 +31,7 @@ impl Ctx<'_> {
             .filter(|t| t.outcome.status != OutcomeStatus::Errored)
         {
             for p in &tr.recall {
-                let kind = if p.kind.is_empty() {
-                    "constraint"
-                } else {
-                    p.kind.as_str()
-                };
+                let kind = probe_kind(p);
                 let e = by_kind.entry(kind.to_string()).or_default();
                 e.0 += u64::from(p.correct);
                 e.1 += 1;
@@ -145,11 +141,7 @@ impl Ctx<'_> {
             .filter(|t| t.outcome.status != OutcomeStatus::Errored)
         {
             for p in &tr.recall {
-                let kind = if p.kind.is_empty() {
-                    "constraint"
-                } else {
-                    p.kind.as_str()
-                };
+                let kind = probe_kind(p);
                 let key = (
                     tr.scenario.as_str(),
                     tr.instance.as_str(),
@@ -243,5 +235,15 @@ impl Ctx<'_> {
             r.status = super::GateStatus::Fail;
         }
         r
+    }
+}
+
+/// A probe's fact kind; a fact that declares none is a durable constraint (the format's
+/// default).
+fn probe_kind(p: &RecallRow) -> &str {
+    if p.kind.is_empty() {
+        "constraint"
+    } else {
+        p.kind.as_str()
     }
 }
