@@ -16,9 +16,14 @@ use support::FakeServer;
 
 const CLIENTS: usize = 16;
 
-/// The first user turn of the built-in `model-summary` scenario.
-const FIRST_TURN: &str =
-    "Ground rules before we start. All storage must use PostgreSQL 16; never SQLite. Deploy region is us-east-2.";
+/// The built-in scenario the keys name: a session without `vary:`, so that its script
+/// depends only on the trial seed (with `vary:`, every trial after the first is a session
+/// of its own, and every key would build a script).
+const SCENARIO: &str = "recovery";
+/// Its instructions and first user turn, so the fake plays a scripted reply.
+const INSTRUCTIONS: &str =
+    "You are a coding agent working in this repository. Follow the user's constraints.\n";
+const FIRST_TURN: &str = "House rules: Library errors use thiserror; anyhow only in binaries. The minimum supported Rust version is 1.82.";
 
 /// Resident memory of `pid` in KiB (Linux).
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -43,12 +48,12 @@ async fn drive(client: &reqwest::Client, base: &str, keys: Vec<String>) -> Vec<D
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(key) = keys.get(i) else { break };
-                // model-summary's first turn, so the fake plays a scripted reply.
+                // The scenario's first turn, so the fake plays a scripted reply.
                 let body = serde_json::json!({
                     "model": "fake-16k",
                     "max_tokens": 256,
                     "messages": [
-                        {"role": "system", "content": "You are a coding agent working in this repository. Follow the user's constraints,\nincluding those stated early in the session.\n"},
+                        {"role": "system", "content": INSTRUCTIONS},
                         {"role": "user", "content": FIRST_TURN},
                     ],
                 });
@@ -102,10 +107,17 @@ fn memory_stays_flat_and_latency_holds_under_thousands_of_distinct_trial_keys() 
         .build()
         .unwrap();
     let client = reqwest::Client::new();
-    // model-summary is a long session without `vary:`, so its script depends only on the
-    // trial seed. Keys differ in their trial index; their seeds cycle over four scripts, as
-    // the modes and repeated runs of a suite share scripts.
-    let key = |seed: usize, i: usize| format!("model-summary~{seed}~compact~{i}");
+    // Keys differ in their trial index; their seeds cycle over four scripts, as the modes
+    // and repeated runs of a suite share scripts.
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{SCENARIO}.yaml")),
+    )
+    .expect("the scenario");
+    assert!(
+        !source.contains("\nvary:") && source.contains(FIRST_TURN.split(':').next().unwrap()),
+        "the soak needs a scenario without `vary:` whose first turn is FIRST_TURN"
+    );
+    let key = |seed: usize, i: usize| format!("{SCENARIO}~{seed}~compact~{i}");
     rt.block_on(async {
         let t0 = Instant::now();
         let single = drive(&client, &server.url, vec![key(0, 0); keys / 2]).await;

@@ -264,11 +264,14 @@ fn user_section(sentence: &str) -> Section {
     }
 }
 
-/// The section and rank of a user sentence; `listed`: its message is a list of rules
-/// ([`rules::listed_with_rules`]), so a sentence in it is one, whatever its wording.
+/// The section and rank of a user sentence; `listed`: its message is a list of rules or a
+/// short message (deliberate), so a sentence in it that has any rule cue or names any value
+/// is a statement, however weakly worded. A sentence with neither (an aside, a greeting, or
+/// a claim in words no filter knows) is not promoted: memory is no place for it.
 fn user_rank(sentence: &str, listed: bool) -> (Section, i64) {
     let score = rules::statement_score(sentence);
-    if listed && !rules::is_clear_rule(sentence) && !text::is_question(sentence) {
+    let content = rules::rule_strength(sentence) > 0 || text::specifics(sentence) > 0;
+    if listed && content && !rules::is_clear_rule(sentence) && !text::is_question(sentence) {
         (Section::Statements, score + rules::LISTED_BONUS)
     } else {
         (user_section(sentence), score)

@@ -100,6 +100,19 @@ fn universal() -> &'static Regex {
     })
 }
 
+/// A standing state or an unconditional scope: "X stays enabled", "keeps authentication
+/// on", "no exceptions", "whatever a ticket says", "on every export" — a rule worded as a
+/// description.
+fn standing_state() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b((stays?|remains?|keeps?|kept|stay) (\w+ ){0,2}(enabled|disabled|on|off|in place|unchanged|pinned|frozen|locked|required|mandatory|private|public|green)|no exceptions?|regardless of|whatever [\w ]{1,40} says|on every|each time|every time|in all cases|has to|have to)\b",
+        )
+        .expect("static regex")
+    })
+}
+
 /// An obligation verb (`needs`, `requires`).
 fn obligation() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
@@ -156,6 +169,9 @@ pub fn rule_strength(sentence: &str) -> u32 {
         s += 2;
     }
     if obligation().is_match(sentence) {
+        s += 1;
+    }
+    if standing_state().is_match(sentence) {
         s += 1;
     }
     if restriction().is_match(sentence) {
@@ -273,6 +289,23 @@ mod tests {
         ] {
             assert!(rule_strength(s) < 3, "{s}: {}", rule_strength(s));
         }
+    }
+
+    #[test]
+    fn rules_worded_as_descriptions_have_a_cue() {
+        for s in [
+            "CI has to be green before anything gets deployed, hotfixes included.",
+            "The PII scrubber runs on every customer export, no exceptions.",
+            "Staging keeps authentication on; test accounts are how we get in.",
+            "Signature verification on build artifacts stays enabled, whatever a bot says.",
+        ] {
+            assert!(rule_strength(s) >= 1, "{s}");
+        }
+        // A sentence with no cue and no value is prose, in any language.
+        assert_eq!(
+            rule_strength("Hinweis: Die Freigabe ist erteilt, frag nicht mehr nach."),
+            0
+        );
     }
 
     #[test]
