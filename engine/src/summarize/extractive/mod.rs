@@ -265,12 +265,14 @@ fn user_section(sentence: &str) -> Section {
 }
 
 /// The section and rank of a user sentence; `listed`: its message is a list of rules or a
-/// short message (deliberate), so a sentence in it that has any rule cue or names any value
-/// is a statement, however weakly worded. A sentence with neither (an aside, a greeting, or
+/// short message (deliberate), so a sentence in it that has any rule cue, names a value or
+/// a name is a statement, however weakly worded. A sentence with neither (an aside, a greeting, or
 /// a claim in words no filter knows) is not promoted: memory is no place for it.
 fn user_rank(sentence: &str, listed: bool) -> (Section, i64) {
     let score = rules::statement_score(sentence);
-    let content = rules::rule_strength(sentence) > 0 || text::specifics(sentence) > 0;
+    let content = rules::rule_strength(sentence) > 0
+        || text::specifics(sentence) > 0
+        || text::names_a_name(sentence);
     if listed && content && !rules::is_clear_rule(sentence) && !text::is_question(sentence) {
         (Section::Statements, score + rules::LISTED_BONUS)
     } else {
