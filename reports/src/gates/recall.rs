@@ -25,11 +25,7 @@ impl Ctx<'_> {
         let mut by_kind: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let (mut correct, mut total) = (0u64, 0u64);
         let mut scenarios: BTreeSet<&str> = BTreeSet::new();
-        for tr in self
-            .cand
-            .iter()
-            .filter(|t| t.outcome.status != OutcomeStatus::Errored)
-        {
+        for tr in self.judged() {
             for p in &tr.recall {
                 let kind = probe_kind(p);
                 let e = by_kind.entry(kind.to_string()).or_default();
@@ -135,11 +131,7 @@ impl Ctx<'_> {
         }
         // (scenario, instance, fact, step) → (kind, correct in every copy).
         let mut probes: BTreeMap<(&str, &str, &str, u64), (&str, bool)> = BTreeMap::new();
-        for tr in self
-            .cand
-            .iter()
-            .filter(|t| t.outcome.status != OutcomeStatus::Errored)
-        {
+        for tr in self.judged() {
             for p in &tr.recall {
                 let kind = probe_kind(p);
                 let key = (
@@ -235,6 +227,16 @@ impl Ctx<'_> {
             r.status = super::GateStatus::Fail;
         }
         r
+    }
+}
+
+impl Ctx<'_> {
+    /// The candidate's trials that were judged (an errored trial has no evidence).
+    fn judged(&self) -> impl Iterator<Item = &TrialRow> {
+        self.cand
+            .iter()
+            .copied()
+            .filter(|t| t.outcome.status != OutcomeStatus::Errored)
     }
 }
 

@@ -13,7 +13,7 @@ use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
     archive_refs, clip, historical, occurrence_key, one_line, sentences, verification,
 };
-use super::tool_lines::{call_label, top_lines, KeyLine, MAX_LINES_PER_RESULT};
+use super::tool_lines::{call_label, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT};
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
@@ -137,13 +137,14 @@ pub(super) fn collect(
                 // rank under the section's share and the per-message cap, not a line count.
                 // A long result holds more settings than a short one: one line per
                 // `CHARS_PER_KEY_LINE` of it, at least `MAX_LINES_PER_RESULT`.
-                let max_lines = if super::mostly_key_lines(&m.content) {
+                let mut lines = key_lines(&m.content);
+                let max_lines = if super::is_data(&m.content, lines.len()) {
                     MAX_DATA_LINES_PER_RESULT
                 } else {
                     (m.content.len() / CHARS_PER_KEY_LINE)
                         .clamp(MAX_LINES_PER_RESULT, MAX_DATA_LINES_PER_RESULT)
                 };
-                let mut lines = top_lines(&m.content, max_lines);
+                lines.truncate(max_lines);
                 if lines.is_empty() && command {
                     // The last command's output says something even without key lines:
                     // its first line.
@@ -153,14 +154,9 @@ pub(super) fn collect(
                         }
                     }
                 }
-                // Rank by score (the best line of every result first), written in the
-                // result's order.
-                let mut ranked: Vec<(usize, KeyLine)> = {
-                    let mut by_score = lines;
-                    by_score
-                        .sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
-                    by_score.into_iter().enumerate().collect()
-                };
+                // Rank by score (`key_lines` order: the best line of every result first),
+                // written in the result's order.
+                let mut ranked: Vec<(usize, KeyLine)> = lines.into_iter().enumerate().collect();
                 ranked.sort_by_key(|(_, l)| l.position);
                 for (rank, line) in ranked {
                     seq += 1;

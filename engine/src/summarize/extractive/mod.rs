@@ -66,8 +66,13 @@ pub(crate) use tool_lines::top_lines as tool_key_lines;
 /// Whether at least half the lines of a tool result are key lines: data to keep, not
 /// bulk to project.
 pub(crate) fn mostly_key_lines(content: &str) -> bool {
+    is_data(content, tool_lines::key_lines(content).len())
+}
+
+/// [`mostly_key_lines`], given how many key lines `content` has.
+fn is_data(content: &str, key_lines: usize) -> bool {
     let filled = content.lines().filter(|l| !l.trim().is_empty()).count();
-    filled >= 2 && tool_lines::key_lines(content).len() * 2 >= filled
+    filled >= 2 && key_lines * 2 >= filled
 }
 
 /// Replaces an authority claim in memory.
