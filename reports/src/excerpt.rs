@@ -105,6 +105,15 @@ pub fn excerpts(run: &RunData, wanted: &[&str]) -> HashMap<String, Excerpt> {
             continue;
         };
         for line in BufReader::new(f).lines().map_while(Result::ok) {
+            if found.len() == needed.len() {
+                break;
+            }
+            // The same pre-filter: a message row's first `hash` key is its own (the key
+            // comes before the message, whose text is escaped JSON), so a row that is not
+            // wanted is skipped without parsing its (possibly long) content.
+            if !hash_of(&line).is_some_and(|h| needed.contains(h) && !found.contains_key(h)) {
+                continue;
+            }
             let Ok(m) = serde_json::from_str::<StoredMessage>(&line) else {
                 continue;
             };
@@ -146,9 +155,31 @@ fn trial_id_of(line: &str) -> Option<&str> {
     Some(&line[start..start + len])
 }
 
+/// The `hash` value of a message line, read without parsing the row (a hex digest).
+fn hash_of(line: &str) -> Option<&str> {
+    const KEY: &str = "\"hash\":\"";
+    let start = line.find(KEY)? + KEY.len();
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
+}
+
 fn cut(s: &str) -> String {
     match s.char_indices().nth(EXCERPT_CHARS) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_row_hash_is_read_before_the_message_text() {
+        let row = r#"{"schema":"ctxbench.message/1","hash":"ab12","message":{"role":"user","content":"say \"hash\":\"ff\" please"}}"#;
+        assert_eq!(hash_of(row), Some("ab12"));
+        assert_eq!(hash_of(r#"{"schema":"x"}"#), None);
+        let parsed: StoredMessage = serde_json::from_str(row).unwrap();
+        assert_eq!(hash_of(row), Some(parsed.hash.as_str()));
     }
 }

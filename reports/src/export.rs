@@ -109,7 +109,8 @@ fn trial_ranges(run: &RunData, requests: &DataFrame) -> Result<Vec<Range<usize>>
 }
 
 /// One output format.
-pub trait Exporter {
+/// `Send + Sync`: the report runs its exporters on threads at once.
+pub trait Exporter: Send + Sync {
     /// File name inside the report directory, e.g. `trials.csv`.
     fn file_name(&self) -> &'static str;
     /// Writes the file's content to `out`.
@@ -306,29 +307,57 @@ pub fn default_exporters() -> Vec<Box<dyn Exporter>> {
 /// Runs every exporter into a temporary file in `out_dir`, then renames them all into
 /// place. Returns the final paths. On failure, temporary files are removed and nothing
 /// already in `out_dir` is touched.
+///
+/// The exporters are independent readers of `data`, so they run on scoped threads at once:
+/// the HTML page (charts, transcript excerpts read back from storage) no longer waits for
+/// the CSV and Parquet writers, and each file's `fsync` overlaps the others' work. The
+/// renames happen only after every exporter has finished, in exporter order; the first
+/// failure (in exporter order) is the one reported.
 pub fn write_all_atomically(
     exporters: &[Box<dyn Exporter>],
     data: &ReportData<'_>,
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>, ReportError> {
     std::fs::create_dir_all(out_dir).map_err(|e| ReportError::io(out_dir, e))?;
-    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let result = (|| {
-        for ex in exporters {
+    let staged: Vec<(PathBuf, PathBuf)> = exporters
+        .iter()
+        .map(|ex| {
             let target = out_dir.join(ex.file_name());
             let tmp = out_dir.join(format!(".{}.tmp-{}", ex.file_name(), std::process::id()));
-            // Recorded before creating so a failure part-way still cleans it up.
-            staged.push((tmp.clone(), target.clone()));
-            write_one(ex.as_ref(), data, &tmp).map_err(|source| ReportError::Export {
+            (tmp, target)
+        })
+        .collect();
+    let written: Vec<Result<(), ExportError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = exporters
+            .iter()
+            .zip(&staged)
+            .map(|(ex, (tmp, _))| scope.spawn(move || write_one(ex.as_ref(), data, tmp)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ExportError::Io(std::io::Error::other(
+                        "a report writer panicked",
+                    )))
+                })
+            })
+            .collect()
+    });
+    let result = written
+        .into_iter()
+        .zip(&staged)
+        .try_for_each(|(r, (_, target))| {
+            r.map_err(|source| ReportError::Export {
                 path: target.clone(),
                 source,
-            })?;
-        }
-        for (tmp, target) in &staged {
-            std::fs::rename(tmp, target).map_err(|e| ReportError::io(target, e))?;
-        }
-        Ok(())
-    })();
+            })
+        })
+        .and_then(|()| {
+            staged.iter().try_for_each(|(tmp, target)| {
+                std::fs::rename(tmp, target).map_err(|e| ReportError::io(target, e))
+            })
+        });
     if let Err(e) = result {
         for (tmp, _) in &staged {
             // Best effort: the file may not exist (never created, or already renamed).

@@ -13,7 +13,9 @@ use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
     archive_refs, clip, historical, occurrence_key, one_line, sentences, verification,
 };
-use super::tool_lines::{call_label, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT};
+use super::tool_lines::{
+    call_label, call_label_long, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT,
+};
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
@@ -104,6 +106,27 @@ pub(super) fn collect(
             in_flight = Some((turns[i], p.clone()));
         }
         files.extend(touched);
+    }
+    // The last command is task state ("what did you run last?"): its label keeps the
+    // whole invocation (up to a bound), not the short form every other call gets. So does
+    // the newest call of each tool — the last shell command is often followed by reads.
+    let mut newest_of_tool: HashMap<&str, &str> = HashMap::new();
+    for m in messages.iter().filter(|m| m.role == Role::Assistant) {
+        for call in &m.tool_calls {
+            newest_of_tool.insert(call.name.as_str(), call.id.as_str());
+        }
+    }
+    let mut long_label: Vec<&str> = newest_of_tool.into_values().collect();
+    long_label.extend(last_calls.iter().copied());
+    for m in messages.iter().filter(|m| m.role == Role::Assistant) {
+        for call in &m.tool_calls {
+            if long_label.contains(&call.id.as_str()) {
+                labels.insert(
+                    call.id.as_str(),
+                    call_label_long(&call.name, &call.arguments),
+                );
+            }
+        }
     }
     let newest_user = messages.iter().rposition(|m| m.role == Role::User);
     let request_chars =

@@ -433,6 +433,36 @@ fn scalar(v: &serde_json::Value) -> Option<String> {
 /// clipped; parentheses inside are neutralised so the label parses back. An argument that
 /// carries a claim is left out.
 pub fn call_label(name: &str, arguments: &serde_json::Value) -> String {
+    label_within(name, arguments, LabelLimits::SHORT)
+}
+
+/// [`call_label`] with room for a whole command line: the label of the last command.
+pub fn call_label_long(name: &str, arguments: &serde_json::Value) -> String {
+    label_within(name, arguments, LabelLimits::LONG)
+}
+
+/// Character bounds of a call label: one scalar argument, each of several, the whole.
+#[derive(Debug, Clone, Copy)]
+struct LabelLimits {
+    single: usize,
+    each: usize,
+    total: usize,
+}
+
+impl LabelLimits {
+    const SHORT: LabelLimits = LabelLimits {
+        single: 60,
+        each: 40,
+        total: MAX_LABEL_CHARS,
+    };
+    const LONG: LabelLimits = LabelLimits {
+        single: 240,
+        each: 120,
+        total: 320,
+    };
+}
+
+fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) -> String {
     let pairs: Vec<(String, String)> = match arguments {
         serde_json::Value::Object(o) => o
             .iter()
@@ -443,11 +473,11 @@ pub fn call_label(name: &str, arguments: &serde_json::Value) -> String {
             .unwrap_or_default(),
     };
     let args = match pairs.as_slice() {
-        [(_, v)] => clip(v, 60),
+        [(_, v)] => clip(v, limits.single),
         many => many
             .iter()
             .take(3)
-            .map(|(k, v)| format!("{k}={}", clip(v, 40)))
+            .map(|(k, v)| format!("{k}={}", clip(v, limits.each)))
             .collect::<Vec<_>>()
             .join(", "),
     };
@@ -458,7 +488,7 @@ pub fn call_label(name: &str, arguments: &serde_json::Value) -> String {
     };
     clip(
         &format!("{}({args})", one_line(name).replace(['(', ')'], "")),
-        MAX_LABEL_CHARS,
+        limits.total,
     )
 }
 
@@ -578,5 +608,19 @@ mod tests {
         );
         assert_eq!(l, "run(cmd=cargo test [all], cwd=/w)");
         assert_eq!(call_label("list", &serde_json::json!({})), "list()");
+    }
+
+    #[test]
+    fn the_last_command_keeps_its_whole_invocation() {
+        let cmd = "cargo test -p ratelimit --test bucket_props -- --test-threads 1 --nocapture";
+        let args = serde_json::json!({ "command": cmd });
+        assert!(!call_label("run_command", &args).contains("--nocapture"));
+        assert_eq!(
+            call_label_long("run_command", &args),
+            format!("run_command({cmd})")
+        );
+        // Still bounded.
+        let huge = serde_json::json!({ "command": "x ".repeat(2000) });
+        assert!(call_label_long("run_command", &huge).chars().count() <= 320);
     }
 }
