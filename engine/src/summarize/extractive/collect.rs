@@ -89,6 +89,7 @@ pub(super) fn collect(
     let mut labels: HashMap<&str, String> = HashMap::new();
     let mut last_calls: Vec<&str> = Vec::new();
     let mut last_call_message = None;
+    let mut newest_of_tool = HashMap::new();
     let mut in_flight: Option<(usize, String)> = None;
     for (i, m) in messages.iter().enumerate() {
         if m.role != Role::Assistant || m.tool_calls.is_empty() {
@@ -99,6 +100,7 @@ pub(super) fn collect(
         let mut touched = Vec::new();
         for call in &m.tool_calls {
             labels.insert(call.id.as_str(), call_label(&call.name, &call.arguments));
+            newest_of_tool.insert(call.name.as_str(), call);
             last_calls.push(call.id.as_str());
             paths_in(&call.arguments, &mut touched);
         }
@@ -110,23 +112,14 @@ pub(super) fn collect(
     // The last command is task state ("what did you run last?"): its label keeps the
     // whole invocation (up to a bound), not the short form every other call gets. So does
     // the newest call of each tool — the last shell command is often followed by reads.
-    let mut newest_of_tool: HashMap<&str, &str> = HashMap::new();
-    for m in messages.iter().filter(|m| m.role == Role::Assistant) {
-        for call in &m.tool_calls {
-            newest_of_tool.insert(call.name.as_str(), call.id.as_str());
-        }
-    }
-    let mut long_label: Vec<&str> = newest_of_tool.into_values().collect();
-    long_label.extend(last_calls.iter().copied());
-    for m in messages.iter().filter(|m| m.role == Role::Assistant) {
-        for call in &m.tool_calls {
-            if long_label.contains(&call.id.as_str()) {
-                labels.insert(
-                    call.id.as_str(),
-                    call_label_long(&call.name, &call.arguments),
-                );
-            }
-        }
+    let last_batch = last_call_message
+        .into_iter()
+        .flat_map(|i| messages[i].tool_calls.iter());
+    for call in newest_of_tool.into_values().chain(last_batch) {
+        labels.insert(
+            call.id.as_str(),
+            call_label_long(&call.name, &call.arguments),
+        );
     }
     let newest_user = messages.iter().rposition(|m| m.role == Role::User);
     let request_chars =
