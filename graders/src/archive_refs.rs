@@ -14,7 +14,7 @@ use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use regex::Regex;
 
-use crate::common::{messages, turn_requests};
+use crate::common::turn_requests;
 use crate::{skip, verdict, GradeContext, Grader};
 
 /// The archive-reference grader.
@@ -45,10 +45,10 @@ impl Grader for ArchiveRefs {
         let mut lost: HashSet<String> = HashSet::new();
         let mut checked = 0;
         for r in turn_requests(rec) {
-            let msgs = messages(rec, r);
+            let msgs = ctx.read.messages(r);
             let mut present: HashSet<&str> = HashSet::new();
             let mut args = Vec::new();
-            for (_, m) in &msgs {
+            for (_, m) in msgs {
                 let Some(m) = m else { continue };
                 present.extend(archive_refs(&m.content));
                 for c in &m.tool_calls {
@@ -87,7 +87,7 @@ impl Grader for ArchiveRefs {
                     });
                 }
             }
-            for (_, m) in &msgs {
+            for (_, m) in msgs {
                 let Some(m) = m.filter(|m| m.role == Role::Tool) else {
                     continue;
                 };

@@ -24,7 +24,7 @@ use ctxbench_harness::sut::EngineEvent;
 
 use ctxbench_adapters::fake::layout::Place;
 
-use crate::common::{memory_rule, pieces, request, turn_requests};
+use crate::common::turn_requests;
 use crate::{verdict, GradeContext, Grader};
 
 /// The checkpoint-reuse grader.
@@ -178,11 +178,9 @@ impl Grader for CheckpointReuseValid {
 
         // What the requests show: a checkpoint reported reused is the memory the session
         // carried before the restart.
-        let rule = memory_rule(ctx.scenario, rec);
         let memory_of = |r: &ctxbench_harness::record::RequestRecord| -> String {
-            let req = request(rec, r);
-            pieces(&req, &rule, Place::Memory)
-                .iter()
+            ctx.read
+                .pieces(r, Place::Memory)
                 .map(|s| s.text)
                 .collect::<Vec<_>>()
                 .join("\n")

@@ -5,7 +5,7 @@
 //! ctxbench itself played (user texts, scripted tool results, the provider's replies), and
 //! redacted evidence.
 
-use ctxbench_adapters::fake::layout::{segments, MemoryRule, Place, Segment};
+use ctxbench_adapters::fake::layout::MemoryRule;
 use ctxbench_adapters::fake::unwrap_request;
 use ctxbench_adapters::{ContentHash, Message, ModelRequest, Role};
 use ctxbench_harness::record::{RequestRecord, TrialRecord};
@@ -64,18 +64,6 @@ pub(crate) fn memory_rule(scenario: &Scenario, rec: &TrialRecord) -> MemoryRule 
         markup: rec.declaration.memory.clone(),
         instructions: instruction_versions(scenario, rec),
     }
-}
-
-/// The pieces of `req` that sit in `place`.
-pub(crate) fn pieces<'a>(
-    req: &'a ModelRequest,
-    rule: &MemoryRule,
-    place: Place,
-) -> Vec<Segment<'a>> {
-    segments(req, rule)
-        .into_iter()
-        .filter(|s| s.place == place)
-        .collect()
 }
 
 /// The rule the graders applied to find memory, in words (for verdict summaries).

@@ -18,13 +18,13 @@
 
 use std::collections::HashSet;
 
-use ctxbench_adapters::fake::layout::{segments, Place};
+use ctxbench_adapters::fake::layout::Place;
 use ctxbench_adapters::fake::text::words;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
 use crate::common::{
-    instruction_message, instruction_versions, instructions_at, memory_rule, memory_rule_words,
-    messages, played, redacted_excerpt, request, role, short, text_hash, turn_requests,
+    instruction_message, instruction_versions, instructions_at, memory_rule_words, played,
+    redacted_excerpt, role, short, text_hash, turn_requests,
 };
 use crate::{verdict, GradeContext, Grader};
 
@@ -49,7 +49,7 @@ impl Grader for InstructionsOutrankHistory {
 
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict {
         let rec = ctx.record;
-        let rule = memory_rule(ctx.scenario, rec);
+        let rule = ctx.read.rule();
         let versions: Vec<String> = instruction_versions(ctx.scenario, rec);
         let file_runs: HashSet<String> = versions.iter().flat_map(|v| runs(v)).collect();
         // Built on first need: most systems keep every non-memory system text = the file.
@@ -58,7 +58,7 @@ impl Grader for InstructionsOutrankHistory {
         let mut checked = 0;
         for r in turn_requests(rec) {
             checked += 1;
-            let msgs = messages(rec, r);
+            let msgs = ctx.read.messages(r);
             let file = instructions_at(ctx.scenario, rec, r.row.step);
             let evidence = |i: usize, expected: String, note: String| {
                 let m = msgs.get(i).and_then(|(_, m)| *m);
@@ -81,7 +81,7 @@ impl Grader for InstructionsOutrankHistory {
                     note: format!("request {} (step {}): {note}", r.row.seq, r.row.step),
                 }
             };
-            let req = request(rec, r);
+            let req = ctx.read.request(r);
             // Messages before `above` sit above the instruction file in the system prompt.
             let mut above = 0;
             if !file.trim().is_empty() {
@@ -99,7 +99,7 @@ impl Grader for InstructionsOutrankHistory {
                 };
                 above = k;
             }
-            for seg in segments(&req, &rule) {
+            for seg in ctx.read.segments(r) {
                 let is_above = seg.message < above;
                 if is_above && rule.markup.is_some() && seg.place == Place::Memory {
                     failures.push(evidence(

@@ -44,6 +44,7 @@ pub mod no_invented_constraints;
 pub mod no_thrash;
 pub mod opaque_hashed;
 pub mod overflow_no_duplicate;
+pub mod read_back;
 pub mod recall;
 pub mod recap_not_empty;
 pub mod script_adherence;
@@ -67,6 +68,8 @@ pub struct GradeContext<'a> {
     pub record: &'a TrialRecord,
     /// The grader's parameters from the scenario (`null` when none).
     pub params: &'a serde_json::Value,
+    /// The trial's requests as the model read them, shared by every grader of the trial.
+    pub read: &'a read_back::ReadBack<'a>,
 }
 
 /// One grader.
@@ -75,6 +78,23 @@ pub trait Grader: Send + Sync {
     fn name(&self) -> &'static str;
     /// Grade one trial.
     fn grade(&self, ctx: &GradeContext<'_>) -> Verdict;
+    /// Grade one trial on its own, outside the standard judge (tests, tools): the trial's
+    /// read-back is built for this grader alone.
+    fn grade_trial(
+        &self,
+        scenario: &Scenario,
+        record: &TrialRecord,
+        params: &serde_json::Value,
+    ) -> Verdict {
+        let rebuilt = read_back::rebuilt(record);
+        let read = read_back::ReadBack::new(scenario, record, &rebuilt);
+        self.grade(&GradeContext {
+            scenario,
+            record,
+            params,
+            read: &read,
+        })
+    }
 }
 
 /// Names of every grader, in registry order.
@@ -186,6 +206,8 @@ pub struct Graders;
 impl Judge for Graders {
     fn judge(&self, scenario: &Scenario, record: &TrialRecord) -> Judgement {
         let null = serde_json::Value::Null;
+        let rebuilt = read_back::rebuilt(record);
+        let read = read_back::ReadBack::new(scenario, record, &rebuilt);
         let mut verdicts = Vec::new();
         for spec in &scenario.expect.graders {
             if !spec.modes.is_empty() && !spec.modes.contains(&record.mode) {
@@ -200,6 +222,7 @@ impl Judge for Graders {
                     } else {
                         &spec.params
                     },
+                    read: &read,
                 }),
                 None => Verdict {
                     grader: spec.name.clone(),
@@ -221,6 +244,7 @@ impl Judge for Graders {
                     scenario,
                     record,
                     params: &null,
+                    read: &read,
                 }));
             }
         }

@@ -11,13 +11,12 @@
 //!
 //! Not applicable to a scenario whose fake model invents nothing.
 
-use ctxbench_adapters::fake::layout::segments;
 use ctxbench_adapters::fake::summary::INVENTED_INSTRUCTION;
 use ctxbench_adapters::fake::{tainted, SummaryProfile};
 use ctxbench_harness::scenario::{Fault, SummaryDefect};
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{memory_rule, redacted_excerpt, request, turn_requests};
+use crate::common::{redacted_excerpt, turn_requests};
 use crate::{skip, verdict, GradeContext, Grader};
 
 /// The no-invented-constraints grader.
@@ -51,18 +50,22 @@ impl Grader for NoInventedConstraints {
                  defect, not the adversarial profile)",
             );
         }
-        let rule = memory_rule(ctx.scenario, rec);
         let mut failures = Vec::new();
         let mut reported = std::collections::HashSet::new();
+        // The same piece recurs in request after request: each (rule, text) is read once.
+        let mut read: std::collections::HashSet<(usize, &str)> = std::collections::HashSet::new();
         let mut checked = 0;
         for r in turn_requests(rec) {
             checked += 1;
-            let req = request(rec, r);
-            for seg in segments(&req, &rule) {
-                for inv in inventions.iter().filter(|i| tainted(i, seg.text)) {
-                    if !reported.insert(inv.clone()) {
+            for seg in ctx.read.segments(r) {
+                for (k, inv) in inventions.iter().enumerate() {
+                    if reported.contains(inv) || !read.insert((k, seg.text)) {
                         continue;
                     }
+                    if !tainted(inv, seg.text) {
+                        continue;
+                    }
+                    reported.insert(inv.clone());
                     failures.push(Evidence {
                         request: Some(r.row.seq),
                         step: Some(r.row.step),

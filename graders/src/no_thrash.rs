@@ -24,7 +24,7 @@ use ctxbench_adapters::Role;
 use ctxbench_harness::scenario::Step;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{memory_rule, memory_rule_words, pieces, request};
+use crate::common::memory_rule_words;
 use crate::{verdict, GradeContext, Grader};
 
 /// Default most compactions one input may trigger before it counts as thrashing.
@@ -53,7 +53,6 @@ impl Grader for NoThrash {
         let rec = ctx.record;
         let max = param(ctx, "max_compactions_per_input", DEFAULT_MAX_COMPACTIONS);
         let min_reclaim = param(ctx, "min_reclaim_tokens", DEFAULT_MIN_RECLAIM);
-        let rule = memory_rule(ctx.scenario, rec);
         let tok = FakeTokenizer::new();
         let manual: HashSet<u64> = rec
             .steps
@@ -87,9 +86,9 @@ impl Grader for NoThrash {
             if r.row.purpose != "turn" {
                 continue;
             }
-            let req = request(rec, r);
-            let memory: String = pieces(&req, &rule, Place::Memory)
-                .iter()
+            let memory: String = ctx
+                .read
+                .pieces(r, Place::Memory)
                 .map(|s| s.text)
                 .collect::<Vec<_>>()
                 .join("\n");

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use ctxbench_adapters::{ProviderError, Role};
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{messages, redacted_excerpt, turn_requests};
+use crate::common::{redacted_excerpt, turn_requests};
 use crate::{verdict, GradeContext, Grader};
 
 /// The overflow-recovery grader.
@@ -50,7 +50,9 @@ impl Grader for OverflowNoDuplicate {
             let Some(&user) = user_of.get(&r.row.step) else {
                 continue;
             };
-            let count = messages(rec, r)
+            let count = ctx
+                .read
+                .messages(r)
                 .iter()
                 .filter(|(_, m)| m.is_some_and(|m| m.role == Role::User && m.content == user))
                 .count();

@@ -8,11 +8,11 @@
 //! engine does to fit, earlier turns must reach the model either verbatim or summarized;
 //! if neither fits, the honest outcome is a typed stop, not an amnesiac request.
 
-use ctxbench_adapters::fake::layout::{segments, Place};
+use ctxbench_adapters::fake::layout::Place;
 use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{memory_rule, messages, request, turn_requests};
+use crate::common::turn_requests;
 use crate::{verdict, GradeContext, Grader};
 
 /// The no-silent-amnesia grader.
@@ -27,7 +27,6 @@ impl Grader for RecapNotEmpty {
         let rec = ctx.record;
         let mut failures = Vec::new();
         let mut checked = 0;
-        let rule = memory_rule(ctx.scenario, rec);
         for r in turn_requests(rec) {
             let Some(turn) = rec.turns.iter().find(|t| t.step == r.row.step) else {
                 continue;
@@ -37,7 +36,7 @@ impl Grader for RecapNotEmpty {
                 continue;
             }
             checked += 1;
-            let msgs = messages(rec, r);
+            let msgs = ctx.read.messages(r);
             let Some(current) = msgs.iter().rposition(|(_, m)| {
                 m.is_some_and(|m| m.role == Role::User && m.content == turn.user)
             }) else {
@@ -45,9 +44,9 @@ impl Grader for RecapNotEmpty {
             };
             // Anything before the current message but the instruction file counts as
             // carried history: memory, or any other message.
-            let req = request(rec, r);
+            let req = ctx.read.request(r);
             let context_before = msgs.len() != req.messages.len()
-                || segments(&req, &rule).iter().any(|s| {
+                || ctx.read.segments(r).iter().any(|s| {
                     s.message < current
                         && !(s.place == Place::Instructions || s.text.trim().is_empty())
                 });

@@ -18,7 +18,7 @@ use ctxbench_adapters::fake::layout::Place;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use ctxbench_harness::sut::TurnOutcome;
 
-use crate::common::{memory_rule, messages, pieces, request, short};
+use crate::common::short;
 use crate::{skip, verdict, GradeContext, Grader};
 
 /// The secret-redaction grader.
@@ -62,10 +62,9 @@ impl Grader for SecretsRedacted {
             });
         };
         let mut reported = std::collections::HashSet::new();
-        let rule = memory_rule(ctx.scenario, rec);
         for r in rec.requests.iter().filter(|r| r.row.sent) {
             if r.row.purpose == "summary" {
-                for (i, (h, m)) in messages(rec, r).into_iter().enumerate() {
+                for (i, (h, m)) in ctx.read.messages(r).into_iter().enumerate() {
                     let Some(m) = m else { continue };
                     places += 1;
                     if let Some(n) = find(&m.content) {
@@ -83,8 +82,7 @@ impl Grader for SecretsRedacted {
                 }
                 continue;
             }
-            let req = request(rec, r);
-            for seg in pieces(&req, &rule, Place::Memory) {
+            for seg in ctx.read.pieces(r, Place::Memory) {
                 places += 1;
                 let Some(n) = find(seg.text) else { continue };
                 let h = r

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use ctxbench_adapters::Role;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{messages, turn_requests};
+use crate::common::turn_requests;
 use crate::{verdict, GradeContext, Grader};
 
 /// The tool-pairing grader.
@@ -36,7 +36,7 @@ impl Grader for ToolPairs {
         let mut batches = 0;
         for r in turn_requests(rec) {
             requests += 1;
-            let msgs = messages(rec, r);
+            let msgs = ctx.read.messages(r);
             // The open batch: index of its assistant message and the calls still unanswered.
             let mut open: Option<(usize, BTreeSet<String>)> = None;
             let mut problem: Option<(usize, String, String, String)> = None;

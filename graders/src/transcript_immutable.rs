@@ -23,7 +23,7 @@ use ctxbench_harness::storage::schema::{Evidence, Verdict};
 use ctxbench_harness::sut::{EngineEvent, TurnOutcome};
 use sha2::{Digest, Sha256};
 
-use crate::common::{messages, redacted_excerpt, role, short, turn_requests};
+use crate::common::{redacted_excerpt, role, short, turn_requests};
 use crate::{verdict, GradeContext, Grader};
 
 /// The transcript-immutability grader.
@@ -75,13 +75,13 @@ fn views_are_prefixes(ctx: &GradeContext<'_>, failures: &mut Vec<Evidence>) -> u
     for r in turn_requests(rec) {
         checked += 1;
         let mut pos = 0usize;
-        for (i, (h, m)) in messages(rec, r).into_iter().enumerate() {
+        for (i, (h, m)) in ctx.read.messages(r).into_iter().enumerate() {
             let Some(m) = m else { continue };
             if m.role == Role::System {
                 continue;
             }
             let found = (pos..transcript.len())
-                .find(|&k| transcript[k] == h)
+                .find(|&k| transcript[k] == *h)
                 .or_else(|| {
                     // A tool result may be projected (bounded) in the active view: it stands for
                     // the result with the same call id.

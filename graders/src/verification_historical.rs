@@ -16,7 +16,7 @@ use ctxbench_adapters::fake::tainted;
 use ctxbench_adapters::fake::text::words;
 use ctxbench_harness::storage::schema::{Evidence, Verdict};
 
-use crate::common::{memory_rule, pieces, redacted_excerpt, request, turn_requests};
+use crate::common::{redacted_excerpt, turn_requests};
 use crate::{skip, verdict, GradeContext, Grader};
 
 /// Words that frame a report as past (whole words, case-insensitive). The grader's own,
@@ -71,13 +71,11 @@ impl Grader for VerificationHistorical {
                 "not-applicable: the scenario marks no verification report (`verifications:`)",
             );
         }
-        let rule = memory_rule(ctx.scenario, rec);
         let mut failures = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         let mut checked = 0usize;
         for r in turn_requests(rec) {
-            let req = request(rec, r);
-            for seg in pieces(&req, &rule, Place::Memory) {
+            for seg in ctx.read.pieces(r, Place::Memory) {
                 if !seen.insert(seg.text.to_string()) {
                     continue;
                 }

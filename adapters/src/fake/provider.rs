@@ -360,15 +360,21 @@ impl FakeProvider {
             .iter()
             .any(|f| matches!(f, FakeFault::OverflowAtRequest { request } if *request == n));
         if fault || input + output > window {
-            return Err(self.overflow(request, None));
+            return Err(self.overflow(request, input, None));
         }
         Ok(input)
     }
 
     /// The context-overflow error for `request`, with OpenAI's wording and numbers.
-    fn overflow(&self, request: &ModelRequest, partial_output: Option<String>) -> ProviderError {
+    /// `input` is the request's [`true_input_tokens`](Self::true_input_tokens), already
+    /// counted by the caller.
+    fn overflow(
+        &self,
+        request: &ModelRequest,
+        input: u64,
+        partial_output: Option<String>,
+    ) -> ProviderError {
         let window = self.script.context_window;
-        let input = self.true_input_tokens(request);
         let output = u64::from(request.max_output_tokens);
         ProviderError::ContextOverflow {
             limit: Some(window),
@@ -496,7 +502,7 @@ impl Provider for FakeProvider {
 
         // Failing after some output: the request is rejected, so the cursor stays.
         if self.partial_overflow_at(n) {
-            return Err(self.overflow(sent, Some(partial_output(&text, &tool_calls))));
+            return Err(self.overflow(sent, input, Some(partial_output(&text, &tool_calls))));
         }
         if let Some(turn) = turn {
             self.commit_turn(turn);
@@ -554,9 +560,9 @@ impl Provider for FakeProvider {
             });
         }
         let n = self.state.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        self.admit(request, n)?;
+        let input = self.admit(request, n)?;
         if self.partial_overflow_at(n) {
-            return Err(self.overflow(request, None));
+            return Err(self.overflow(request, input, None));
         }
         let unwrapped = unwrap_request(request);
         let request = unwrapped.as_ref().unwrap_or(request);

@@ -14,11 +14,7 @@ fn regrade(
     let null = serde_json::Value::Null;
     ctxbench_graders::grader(grader)
         .unwrap()
-        .grade(&ctxbench_graders::GradeContext {
-            scenario: &scenario,
-            record: rec,
-            params: &null,
-        })
+        .grade_trial(&scenario, rec, &null)
 }
 
 #[tokio::test]

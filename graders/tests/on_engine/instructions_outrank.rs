@@ -32,18 +32,13 @@ async fn instructions_may_be_embedded_but_must_come_first_and_alone() {
     let scenario = ctxbench_harness::scenario::load_str("test.yaml", COMPACTING).unwrap();
     let grade = |rec: &ctxbench_harness::record::TrialRecord| {
         let null = serde_json::Value::Null;
-        let ctx = ctxbench_graders::GradeContext {
-            scenario: &scenario,
-            record: rec,
-            params: &null,
-        };
         (
             ctxbench_graders::grader("instructions-outrank-history")
                 .unwrap()
-                .grade(&ctx),
+                .grade_trial(&scenario, rec, &null),
             ctxbench_graders::grader("instruction-hash-frozen")
                 .unwrap()
-                .grade(&ctx),
+                .grade_trial(&scenario, rec, &null),
         )
     };
     let first = rec.requests[0].row.message_hashes[0].clone();
@@ -81,18 +76,13 @@ async fn a_system_prompt_split_into_several_messages_carries_the_file() {
     let scenario = ctxbench_harness::scenario::load_str("test.yaml", COMPACTING).unwrap();
     let grade = |rec: &ctxbench_harness::record::TrialRecord| {
         let null = serde_json::Value::Null;
-        let ctx = ctxbench_graders::GradeContext {
-            scenario: &scenario,
-            record: rec,
-            params: &null,
-        };
         (
             ctxbench_graders::grader("instructions-outrank-history")
                 .unwrap()
-                .grade(&ctx),
+                .grade_trial(&scenario, rec, &null),
             ctxbench_graders::grader("instruction-hash-frozen")
                 .unwrap()
-                .grade(&ctx),
+                .grade_trial(&scenario, rec, &null),
         )
     };
     let put = |rec: &mut ctxbench_harness::record::TrialRecord, key: &str, m: Message| {

@@ -57,13 +57,9 @@ async fn a_refusal_of_work_that_fits_fails() {
         rec.requests
             .retain(|r| r.row.step != rec.turns.last().unwrap().step);
         let null = serde_json::Value::Null;
-        let v = ctxbench_graders::grader("limit-honest").unwrap().grade(
-            &ctxbench_graders::GradeContext {
-                scenario: &scenario,
-                record: &rec,
-                params: &null,
-            },
-        );
+        let v = ctxbench_graders::grader("limit-honest")
+            .unwrap()
+            .grade_trial(&scenario, &rec, &null);
         assert_eq!(v.status, VerdictStatus::Fail, "{reason}: {v:?}");
         assert!(
             v.evidence[0].seen.as_deref().unwrap_or("").contains("fits"),
@@ -84,11 +80,7 @@ async fn an_unbacked_provider_failure_fails() {
     let grade = |rec: &ctxbench_harness::record::TrialRecord| {
         ctxbench_graders::grader("limit-honest")
             .unwrap()
-            .grade(&ctxbench_graders::GradeContext {
-                scenario: &scenario,
-                record: rec,
-                params: &null,
-            })
+            .grade_trial(&scenario, rec, &null)
     };
     let step = rec.turns.last().unwrap().step;
     let reason = "provider_rejected";

@@ -62,11 +62,7 @@ async fn acting_on_a_span_fails() {
         .content
         .push_str(&format!("\n{ACTING_ON_AUTHORITY} marked span `readme`"));
     let null = serde_json::Value::Null;
-    let v = g.grade(&ctxbench_graders::GradeContext {
-        scenario: &scenario,
-        record: &rec,
-        params: &null,
-    });
+    let v = g.grade_trial(&scenario, &rec, &null);
     assert_eq!(v.status, VerdictStatus::Fail, "{v:?}");
     assert_eq!(v.evidence[0].request, Some(seq));
 }

@@ -206,10 +206,6 @@ pub async fn grade_with(
     let record = run_trial(&spec, dir.path()).await;
     let g = ctxbench_graders::grader(grader).unwrap_or_else(|| panic!("no grader `{grader}`"));
     let null = serde_json::Value::Null;
-    let v = g.grade(&ctxbench_graders::GradeContext {
-        scenario: &scenario,
-        record: &record,
-        params: &null,
-    });
+    let v = g.grade_trial(&scenario, &record, &null);
     (record, v)
 }
