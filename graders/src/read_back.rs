@@ -27,12 +27,15 @@ pub fn rebuilt(record: &TrialRecord) -> Rebuilt {
         .collect()
 }
 
+/// A request's messages with their content hashes (`None`: missing from the store).
+type Listed<'a> = Vec<(&'a str, Option<&'a Message>)>;
+
 /// The shared read-back of one trial's requests.
 pub struct ReadBack<'a> {
     record: &'a TrialRecord,
     rule: MemoryRule,
     requests: &'a [OnceCell<ModelRequest>],
-    messages: Vec<OnceCell<Vec<(&'a str, Option<&'a Message>)>>>,
+    messages: Vec<OnceCell<Listed<'a>>>,
     segments: Vec<OnceCell<Vec<Segment<'a>>>>,
 }
 

@@ -64,7 +64,7 @@ impl Grader for SecretsRedacted {
         let mut reported = std::collections::HashSet::new();
         for r in rec.requests.iter().filter(|r| r.row.sent) {
             if r.row.purpose == "summary" {
-                for (i, (h, m)) in ctx.read.messages(r).into_iter().enumerate() {
+                for (i, (h, m)) in ctx.read.messages(r).iter().enumerate() {
                     let Some(m) = m else { continue };
                     places += 1;
                     if let Some(n) = find(&m.content) {

@@ -128,7 +128,7 @@ impl Grader for ToolPairs {
                     step: Some(r.row.step),
                     expected: Some(expected),
                     seen: Some(format!("message {i}: {what}")),
-                    excerpt: Some(shape(&msgs, i)),
+                    excerpt: Some(shape(msgs, i)),
                     hashes: vec![hash],
                     note: format!("request {} (step {}): {what}", r.row.seq, r.row.step),
                 });

@@ -75,7 +75,7 @@ fn views_are_prefixes(ctx: &GradeContext<'_>, failures: &mut Vec<Evidence>) -> u
     for r in turn_requests(rec) {
         checked += 1;
         let mut pos = 0usize;
-        for (i, (h, m)) in ctx.read.messages(r).into_iter().enumerate() {
+        for (i, (h, m)) in ctx.read.messages(r).iter().enumerate() {
             let Some(m) = m else { continue };
             if m.role == Role::System {
                 continue;
