@@ -32,15 +32,12 @@ pub(crate) fn messages<'a>(
         .collect()
 }
 
-/// A request read back as the model read it: its messages, with a conversation wrapped as
-/// JSON in one prompt (the "codex wrapper") unwrapped.
-pub(crate) fn request(rec: &TrialRecord, r: &RequestRecord) -> ModelRequest {
+/// A request read back as the model read it: its messages (as [`messages`] lists them),
+/// with a conversation wrapped as JSON in one prompt (the "codex wrapper") unwrapped.
+pub(crate) fn request(r: &RequestRecord, listed: &[(&str, Option<&Message>)]) -> ModelRequest {
     let req = ModelRequest {
         model: r.row.model.clone(),
-        messages: messages(rec, r)
-            .into_iter()
-            .filter_map(|(_, m)| m.cloned())
-            .collect(),
+        messages: listed.iter().filter_map(|(_, m)| m.cloned()).collect(),
         tools: Vec::new(),
         max_output_tokens: 0,
     };

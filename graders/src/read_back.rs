@@ -74,22 +74,29 @@ impl<'a> ReadBack<'a> {
 
     /// The request as the model read it (see [`common::request`]).
     pub fn request(&self, r: &RequestRecord) -> &'a ModelRequest {
-        let i = self.index(r);
-        self.requests[i].get_or_init(|| common::request(self.record, r))
+        self.request_at(self.index(r))
     }
 
     /// The request's messages with their content hashes (see [`common::messages`]).
     pub fn messages(&self, r: &RequestRecord) -> &[(&'a str, Option<&'a Message>)] {
-        let i = self.index(r);
-        let rec = self.record;
-        self.messages[i].get_or_init(|| common::messages(rec, &rec.requests[i]))
+        self.messages_at(self.index(r))
     }
 
     /// Every piece of the request with its place, in message order.
     pub fn segments(&self, r: &RequestRecord) -> &[Segment<'a>] {
         let i = self.index(r);
-        let req = self.request(r);
+        let req = self.request_at(i);
         self.segments[i].get_or_init(|| segments(req, &self.rule))
+    }
+
+    fn messages_at(&self, i: usize) -> &[(&'a str, Option<&'a Message>)] {
+        let rec = self.record;
+        self.messages[i].get_or_init(|| common::messages(rec, &rec.requests[i]))
+    }
+
+    fn request_at(&self, i: usize) -> &'a ModelRequest {
+        self.requests[i]
+            .get_or_init(|| common::request(&self.record.requests[i], self.messages_at(i)))
     }
 
     /// The request's pieces that sit in `place`.
