@@ -10,8 +10,11 @@
 //!
 //! ## Group commit
 //!
-//! Records are written to the ledger as they are appended, but the snapshot is rewritten
-//! once per *logical operation*, not once per record — rewriting it after every record was
+//! Records are buffered in memory as they are appended and written to the ledger, with the
+//! snapshot, once per *logical operation*, not once per record (records past the snapshot's
+//! count are ignored on open anyway, so writing them earlier protects nothing; one `write`
+//! per operation instead of one per record). The snapshot is rewritten
+//! once per operation too — rewriting it after every record was
 //! half of a short trial's wall time on a disk filesystem (docs/benchmarks.md). The
 //! operations, each all-or-nothing across a crash:
 //!
@@ -167,11 +170,14 @@ pub struct Session {
     records: u64,
     /// Records covered by the snapshot on disk (the last commit).
     committed: u64,
-    /// The ledger, open for appending for the session's lifetime (one `write` per record,
+    /// The ledger, open for appending for the session's lifetime (one `write` per commit,
     /// not an open/write/close).
     ledger: File,
     /// Bytes of whole records written to the ledger; a failed write is cut back to this.
     ledger_len: u64,
+    /// Records appended since the last commit, serialized, one line each: written to the
+    /// ledger by the next commit, lost (like any uncommitted record) by a crash.
+    pending: Vec<u8>,
     checkpoint: Option<Checkpoint>,
     opened_checkpoint: StoredCheckpoint,
     /// Test hook: fail (tear) the next checkpoint write, as a crash would.
@@ -212,6 +218,7 @@ impl Session {
             committed: 0,
             ledger: file,
             ledger_len: 0,
+            pending: Vec::new(),
             checkpoint: None,
             opened_checkpoint: StoredCheckpoint::None,
             crash_next_checkpoint_write: false,
@@ -249,6 +256,7 @@ impl Session {
             committed: 0,
             ledger: append,
             ledger_len: 0,
+            pending: Vec::new(),
             checkpoint: None,
             opened_checkpoint: StoredCheckpoint::None,
             crash_next_checkpoint_write: false,
@@ -376,27 +384,43 @@ impl Session {
             LedgerRecord::Message { message, .. } => message.content.len() + 256,
             _ => 160,
         };
-        let mut line = Vec::with_capacity(size);
-        serde_json::to_writer(&mut line, &rec).map_err(|e| SessionError::Corrupt {
-            path: self.dir.join(LEDGER),
-            detail: e.to_string(),
-        })?;
-        line.push(b'\n');
-        if let Err(e) = self.ledger.write_all(&line) {
-            // A partial line would glue itself to the next record; cut it back so the
-            // ledger stays a sequence of whole records. Best effort: `open` cuts anything
-            // past the committed count anyway.
-            let _ = self.ledger.set_len(self.ledger_len);
-            return Err(io_err(&self.dir.join(LEDGER))(e));
+        let start = self.pending.len();
+        self.pending.reserve(size);
+        if let Err(e) = serde_json::to_writer(&mut self.pending, &rec) {
+            self.pending.truncate(start);
+            return Err(SessionError::Corrupt {
+                path: self.dir.join(LEDGER),
+                detail: e.to_string(),
+            });
         }
-        self.ledger_len += line.len() as u64;
-        self.apply(rec).map_err(|detail| SessionError::Corrupt {
-            path: self.dir.join(LEDGER),
-            detail,
-        })?;
+        self.pending.push(b'\n');
+        if let Err(detail) = self.apply(rec) {
+            self.pending.truncate(start);
+            return Err(SessionError::Corrupt {
+                path: self.dir.join(LEDGER),
+                detail,
+            });
+        }
         if !self.turn_open() {
             self.commit()?;
         }
+        Ok(())
+    }
+
+    /// Write the pending records to the ledger (before the snapshot that commits them).
+    fn flush_pending(&mut self) -> Result<(), SessionError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.ledger.write_all(&self.pending) {
+            // A partial write would glue a torn record to the next one; cut it back so the
+            // ledger stays a sequence of whole records. Best effort: `open` cuts anything
+            // past the committed count anyway. The records stay pending for a retry.
+            let _ = self.ledger.set_len(self.ledger_len);
+            return Err(io_err(&self.dir.join(LEDGER))(e));
+        }
+        self.ledger_len += self.pending.len() as u64;
+        self.pending.clear();
         Ok(())
     }
 
@@ -426,6 +450,7 @@ impl Session {
     /// Rewrite the snapshot with the current record count, chain head and checkpoint: the
     /// commit point for everything appended so far.
     fn write_snapshot(&mut self) -> Result<(), SessionError> {
+        self.flush_pending()?;
         let snap = Snapshot {
             schema: SESSION_SCHEMA.into(),
             records: self.records,
@@ -687,7 +712,8 @@ mod tests {
         let head = s.chain_head();
         let committed_len = std::fs::metadata(&ledger).unwrap().len();
         assert_eq!(snapshot_records(dir.path()), 4);
-        // The next turn's records reach the ledger; the snapshot is not rewritten per record.
+        // The next turn's records wait in memory; neither the ledger nor the snapshot is
+        // written per record.
         s.begin_turn().unwrap();
         s.append(Message::user("two")).unwrap();
         s.append(Message::assistant("b")).unwrap();
@@ -697,7 +723,7 @@ mod tests {
             4,
             "snapshot untouched mid-turn"
         );
-        assert!(std::fs::metadata(&ledger).unwrap().len() > committed_len);
+        assert_eq!(std::fs::metadata(&ledger).unwrap().len(), committed_len);
         assert_eq!(s.entries().len(), 4, "in memory, uncommitted records count");
         drop(s); // a crash before the turn ends
         let mut r = Session::open(dir.path()).unwrap();

@@ -234,12 +234,6 @@ impl Pieces {
         self.ends.push(self.text.len());
     }
 
-    /// The pieces, in order.
-    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(self.ends.iter()).map(|(s, &e)| &self.text[s..e])
-    }
-
     /// All pieces concatenated.
     fn as_str(&self) -> &str {
         &self.text
@@ -328,11 +322,13 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Pieces) {
 /// lines for code) whose count is at most `tokens` — so it is within one word of the
 /// target — with trailing whitespace removed.
 ///
-/// Cost: one counter call per (short) piece, plus whole-prefix counts, which dominate: the
-/// per-piece counts give a guess that is exact for counters additive over
+/// Cost: one counter call per generated sentence or line, plus whole-prefix counts, which
+/// dominate: the per-sentence counts give a guess (refined piece by piece inside the
+/// sentence where the target falls) that is exact for counters additive over
 /// whitespace-separated words (the fake tokenizer, a word counter), so the usual case is
 /// two whole counts (the guess fits, one more word does not). Other counters are handled
-/// by galloping from the guess and a binary search.
+/// by galloping from the guess and a binary search. For a counter that never decreases as
+/// the prefix grows, the result does not depend on the guess.
 pub(crate) fn filler(
     seed: u64,
     key: &str,
@@ -344,10 +340,11 @@ pub(crate) fn filler(
         return String::new();
     }
     let mut rng = rng_for("filler", seed, &format!("{}/{key}", kind.as_str()));
-    // All pieces concatenated, with each piece's end offset and own count.
+    // All pieces concatenated, with each piece's end offset; each generated sentence or
+    // line as (end, in pieces; its count).
     let mut text = String::new();
     let mut ends: Vec<usize> = Vec::new();
-    let mut counts: Vec<u64> = Vec::new();
+    let mut batches: Vec<(usize, u64)> = Vec::new();
     let mut depth = 0usize;
     let mut batch = Pieces::default();
     // A hard cap on generated text whatever the counter says (a counter that returns 0 or
@@ -357,28 +354,27 @@ pub(crate) fn filler(
         .unwrap_or(usize::MAX)
         .saturating_add(4096);
     let mut grow_to =
-        |goal: u64, text: &mut String, ends: &mut Vec<usize>, counts: &mut Vec<u64>| {
-            let mut have: u64 = counts.iter().map(|c| (*c).max(1)).sum();
+        |goal: u64, text: &mut String, ends: &mut Vec<usize>, batches: &mut Vec<(usize, u64)>| {
+            let mut have: u64 = batches.iter().map(|(_, c)| (*c).max(1)).sum();
             while have < goal && text.len() < max_bytes {
                 batch.clear();
                 match kind {
                     FillerKind::Prose => prose_sentence(&mut rng, &mut batch),
                     FillerKind::Code => code_line(&mut rng, &mut depth, &mut batch),
                 }
-                for p in batch.iter() {
-                    let c = counter(p);
-                    // Progress even if the counter says 0 for a piece.
-                    have += c.max(1);
-                    text.push_str(p);
-                    ends.push(text.len());
-                    counts.push(c);
-                }
+                let c = counter(batch.as_str());
+                // Progress even if the counter says 0.
+                have += c.max(1);
+                let base = text.len();
+                text.push_str(batch.as_str());
+                ends.extend(batch.ends.iter().map(|e| base + e));
+                batches.push((ends.len(), c));
             }
         };
     let mut goal = tokens.saturating_add(tokens / 8).saturating_add(16);
     let mut rounds = 0;
     loop {
-        grow_to(goal, &mut text, &mut ends, &mut counts);
+        grow_to(goal, &mut text, &mut ends, &mut batches);
         let n = ends.len();
         let prefix = |k: usize| -> &str {
             match k {
@@ -389,12 +385,23 @@ pub(crate) fn filler(
         let fits = |k: usize| k == 0 || counter(prefix(k)) <= tokens;
         let mut guess = 0usize;
         let mut sum = 0u64;
-        for c in &counts {
-            if sum + c > tokens {
-                break;
+        for &(end, c) in &batches {
+            if sum + c <= tokens {
+                sum += c;
+                guess = end;
+                continue;
             }
-            sum += c;
-            guess += 1;
+            // The target falls inside this sentence: piece by piece.
+            for k in guess..end {
+                let start = if k == 0 { 0 } else { ends[k - 1] };
+                let c = counter(&text[start..ends[k]]);
+                if sum + c > tokens {
+                    break;
+                }
+                sum += c;
+                guess += 1;
+            }
+            break;
         }
         let guess = guess.clamp(1, n);
         // Bracket the answer by galloping from the guess: fits(lo) holds, answer ≤ hi.
