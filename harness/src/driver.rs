@@ -396,7 +396,8 @@ pub async fn run_trial(spec: &TrialSpec, workdir: &Path) -> TrialRecord {
     let scenario = &spec.scenario;
     let seed = trial_seed(spec.run_seed, &scenario.id, spec.trial);
     let tokenizer = FakeTokenizer::new();
-    let instance = scenario.instantiate_trial(seed, spec.trial, &|t: &str| tokenizer.count_text(t));
+    let instance =
+        scenario.instantiate_trial_separable(seed, spec.trial, &|t: &str| tokenizer.count_text(t));
 
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
     let model = spec.provider.effective_model(&scenario.model);

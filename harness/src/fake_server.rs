@@ -108,7 +108,7 @@ impl SuiteScripts {
     pub fn script(&self, scenario: &str, seed: u64, trial: u32) -> Option<FakeScript> {
         let s = self.scenarios.get(scenario)?;
         Some(
-            s.instantiate_trial(seed, trial, &|t: &str| self.tokenizer.count_text(t))
+            s.instantiate_trial_separable(seed, trial, &|t: &str| self.tokenizer.count_text(t))
                 .fake,
         )
     }

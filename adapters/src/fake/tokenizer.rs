@@ -20,7 +20,10 @@
 //! | other whitespace | 0 |
 //! | any non-ASCII, non-whitespace character | 1 each |
 //!
-//! Any character ends a run of a different class. Counting allocates nothing.
+//! Any character ends a run of a different class. Counting allocates nothing. Whitespace
+//! separates: no run spans it, so `count(a + b) == count(a) + count(b)` whenever `a` ends
+//! or `b` starts with whitespace (scenario filler is sized by summing piece counts on that
+//! basis; a test checks the property).
 //!
 //! Why these numbers: cl100k has a single token (leading space included) for nearly every
 //! common English word and identifier fragment, so a *word* costs about one token whatever
@@ -226,6 +229,38 @@ mod tests {
 
     const PROSE: &str = include_str!("testdata/prose.txt");
     const CODE: &str = include_str!("testdata/code.rs.txt");
+
+    /// The property filler sizing relies on: whitespace separates counts.
+    #[test]
+    fn whitespace_separates_counts() {
+        let t = FakeTokenizer::new();
+        let alphabet: Vec<char> = "aZ_9.;{ \n\t\u{0b}xY0-\u{a0}é日"
+            .chars()
+            .collect();
+        let spaces = [" ", "\n", "\t", "  \n", "\u{a0}"];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        for _ in 0..3000 {
+            let mut word = |n: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
+                (0..n).map(|_| alphabet[next(alphabet.len())]).collect()
+            };
+            let a = word(next(12), &mut next);
+            let b = word(next(12), &mut next);
+            let sp = spaces[next(spaces.len())];
+            for (l, r) in [(format!("{a}{sp}"), b.clone()), (a.clone(), format!("{sp}{b}"))] {
+                assert_eq!(
+                    t.count_text(&format!("{l}{r}")),
+                    t.count_text(&l) + t.count_text(&r),
+                    "{l:?} + {r:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn rule_examples() {

@@ -316,26 +316,60 @@ fn code_line(rng: &mut ChaCha8Rng, depth: &mut usize, out: &mut Pieces) {
     }
 }
 
+/// What filler is measured with: a token count, and whether it is separable.
+#[derive(Clone, Copy)]
+pub struct Counter<'a> {
+    count: &'a dyn Fn(&str) -> u64,
+    separable: bool,
+}
+
+impl<'a> Counter<'a> {
+    /// Any counter: every candidate prefix of a filler is counted whole.
+    pub fn general(count: &'a dyn Fn(&str) -> u64) -> Self {
+        Counter {
+            count,
+            separable: false,
+        }
+    }
+
+    /// A counter that whitespace separates: `count(a + b) == count(a) + count(b)` whenever
+    /// `a` ends or `b` starts with whitespace (nothing spans a space or a line break). The
+    /// fake provider's tokenizer is one (its runs end at whitespace, a test checks it), a
+    /// word counter is one; BPE tokenizers are not (cl100k merges a leading space into the
+    /// next word). Filler then sums piece counts instead of recounting whole prefixes;
+    /// debug builds check every such sum against a whole count.
+    pub fn separable(count: &'a dyn Fn(&str) -> u64) -> Self {
+        Counter {
+            count,
+            separable: true,
+        }
+    }
+}
+
 /// About `tokens` tokens of filler of `kind`, seeded by (`seed`, `key`).
 ///
 /// The result is the longest prefix of a generated piece stream (words for prose, words of
 /// lines for code) whose count is at most `tokens` — so it is within one word of the
 /// target — with trailing whitespace removed.
 ///
-/// Cost: one counter call per generated sentence or line, plus whole-prefix counts, which
-/// dominate: the per-sentence counts give a guess (refined piece by piece inside the
-/// sentence where the target falls) that is exact for counters additive over
-/// whitespace-separated words (the fake tokenizer, a word counter), so the usual case is
-/// two whole counts (the guess fits, one more word does not). Other counters are handled
-/// by galloping from the guess and a binary search. For a counter that never decreases as
-/// the prefix grows, the result does not depend on the guess.
+/// Cost: one counter call per generated sentence or line, plus prefix counts: the
+/// per-sentence counts give a guess (refined piece by piece inside the sentence where the
+/// target falls) that is exact for a [separable](Counter::separable) counter, so the usual
+/// case is two prefix checks (the guess fits, one more word does not). Other counters are
+/// handled by galloping from the guess and a binary search. A separable counter's prefix
+/// counts are sums of piece counts; any other counter's are whole counts of the prefix
+/// (which then dominate). For a counter that never decreases as the prefix grows, the
+/// result does not depend on the guess, and a separable counter gives the same result as
+/// the same counter used as a general one.
 pub(crate) fn filler(
     seed: u64,
     key: &str,
     tokens: u64,
     kind: FillerKind,
-    counter: &dyn Fn(&str) -> u64,
+    counter: Counter<'_>,
 ) -> String {
+    let separable = counter.separable;
+    let counter = counter.count;
     if tokens == 0 {
         return String::new();
     }
@@ -382,7 +416,37 @@ pub(crate) fn filler(
                 _ => text[..ends[k - 1]].trim_end(),
             }
         };
-        let fits = |k: usize| k == 0 || counter(prefix(k)) <= tokens;
+        // Prefix sums of the sentences' counts: sums[b] = the first b sentences.
+        let sums: Vec<u64> = std::iter::once(0)
+            .chain(batches.iter().scan(0u64, |acc, (_, c)| {
+                *acc += c;
+                Some(*acc)
+            }))
+            .collect();
+        // A separable counter's count of prefix(k): the pieces' counts summed (whole
+        // sentences from `sums`, the rest piece by piece), less its trailing whitespace's.
+        let summed = |k: usize| -> u64 {
+            let b = batches.partition_point(|(end, _)| *end <= k);
+            let first = if b == 0 { 0 } else { batches[b - 1].0 };
+            let mut total = sums[b];
+            for p in first..k {
+                let start = if p == 0 { 0 } else { ends[p - 1] };
+                total += counter(&text[start..ends[p]]);
+            }
+            let full = &text[..ends[k - 1]];
+            let tail = &full[full.trim_end().len()..];
+            total.saturating_sub(counter(tail))
+        };
+        let count = |k: usize| -> u64 {
+            if separable {
+                let n = summed(k);
+                debug_assert_eq!(n, counter(prefix(k)), "a counter declared separable is not");
+                n
+            } else {
+                counter(prefix(k))
+            }
+        };
+        let fits = |k: usize| k == 0 || count(k) <= tokens;
         let mut guess = 0usize;
         let mut sum = 0u64;
         for &(end, c) in &batches {
@@ -624,8 +688,8 @@ mod tests {
         for kind in [FillerKind::Prose, FillerKind::Code] {
             for counter in [&words as &dyn Fn(&str) -> u64, &quarter] {
                 for n in [1u64, 7, 80, 600, 3000] {
-                    let a = filler(42, "s0/r3", n, kind, counter);
-                    let b = filler(42, "s0/r3", n, kind, counter);
+                    let a = filler(42, "s0/r3", n, kind, Counter::general(counter));
+                    let b = filler(42, "s0/r3", n, kind, Counter::general(counter));
                     assert_eq!(a, b);
                     let c = counter(&a);
                     assert!(c <= n || n < 3, "{kind:?} {n}: {c}");
@@ -634,13 +698,34 @@ mod tests {
             }
         }
         assert_ne!(
-            filler(1, "k", 100, FillerKind::Prose, &words),
-            filler(2, "k", 100, FillerKind::Prose, &words)
+            filler(1, "k", 100, FillerKind::Prose, Counter::general(&words)),
+            filler(2, "k", 100, FillerKind::Prose, Counter::general(&words))
         );
         assert_ne!(
-            filler(1, "k", 100, FillerKind::Prose, &words),
-            filler(1, "j", 100, FillerKind::Prose, &words)
+            filler(1, "k", 100, FillerKind::Prose, Counter::general(&words)),
+            filler(1, "j", 100, FillerKind::Prose, Counter::general(&words))
         );
+    }
+
+    /// A separable counter sizes filler exactly as the same counter used as a general one
+    /// (debug builds also check each prefix sum against a whole count).
+    #[test]
+    fn separable_counting_gives_the_general_result() {
+        let fake = ctxbench_adapters::fake::FakeTokenizer::new();
+        let fake = |t: &str| fake.count_text(t);
+        for kind in [FillerKind::Prose, FillerKind::Code] {
+            for counter in [&words as &dyn Fn(&str) -> u64, &fake] {
+                for n in [1u64, 2, 7, 80, 105, 600, 3000] {
+                    for seed in 0..4 {
+                        assert_eq!(
+                            filler(seed, "k", n, kind, Counter::separable(counter)),
+                            filler(seed, "k", n, kind, Counter::general(counter)),
+                            "{kind:?} {n} {seed}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -650,7 +735,7 @@ mod tests {
         let huge = |_: &str| 1_000u64;
         let counters: [&dyn Fn(&str) -> u64; 3] = [&zero, &one, &huge];
         for counter in counters {
-            let s = filler(3, "k", 200, FillerKind::Code, counter);
+            let s = filler(3, "k", 200, FillerKind::Code, Counter::general(counter));
             assert!(!s.is_empty());
             assert!(s.len() <= 200 * 64 + 4096 + 200, "{}", s.len());
         }

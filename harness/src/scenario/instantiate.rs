@@ -11,7 +11,7 @@ use ctxbench_adapters::fake::{FakeHostile, FakeSummaryDefect};
 use serde_json::{Map, Value};
 
 use super::compiled::{Fault, Instance, Scenario, ScriptedCall, Step, SummaryDefect, Turn};
-use super::generate;
+use super::generate::{self, Counter};
 use super::model::{ArgValue, Content, InstructionEdit, ScriptStep};
 use super::template::{Piece, Template};
 use super::PROBE_LEAD_IN;
@@ -24,7 +24,20 @@ impl Scenario {
     /// `counter` is the fake provider's true tokenizer; filler sizes are measured with it.
     /// Same scenario + seed + counter → byte-identical [`Instance`].
     pub fn instantiate(&self, seed: u64, counter: &dyn Fn(&str) -> u64) -> Instance {
-        self.expand(seed, None, counter)
+        self.expand(seed, None, Counter::general(counter))
+    }
+
+    /// [`Scenario::instantiate_trial`] with a counter that whitespace separates (the fake
+    /// provider's tokenizer; see [`Counter::separable`]): the same instance, sized without
+    /// recounting whole filler prefixes.
+    pub fn instantiate_trial_separable(
+        &self,
+        seed: u64,
+        trial: u32,
+        counter: &dyn Fn(&str) -> u64,
+    ) -> Instance {
+        let vary = (trial > 0 && self.vary.varies()).then_some(self.vary);
+        self.expand(seed, vary, Counter::separable(counter))
     }
 
     /// [`Scenario::instantiate`] for trial `trial` of a run: trial 0 plays the script as
@@ -37,15 +50,10 @@ impl Scenario {
         counter: &dyn Fn(&str) -> u64,
     ) -> Instance {
         let vary = (trial > 0 && self.vary.varies()).then_some(self.vary);
-        self.expand(seed, vary, counter)
+        self.expand(seed, vary, Counter::general(counter))
     }
 
-    fn expand(
-        &self,
-        seed: u64,
-        vary: Option<super::Variation>,
-        counter: &dyn Fn(&str) -> u64,
-    ) -> Instance {
+    fn expand(&self, seed: u64, vary: Option<super::Variation>, counter: Counter<'_>) -> Instance {
         let mut x = Expander {
             scenario: self,
             seed,
@@ -85,7 +93,7 @@ struct Expander<'a> {
     seed: u64,
     /// This trial's variation, if it varies the script.
     vary: Option<super::Variation>,
-    counter: &'a dyn Fn(&str) -> u64,
+    counter: Counter<'a>,
     steps: Vec<Step>,
     open: Option<Turn>,
     /// The instruction text as edited so far (edits are cumulative).

@@ -1588,7 +1588,7 @@ impl Check<'_, '_> {
                             &format!("instructions/{k}"),
                             *tokens,
                             *kind,
-                            self.counter,
+                            generate::Counter::general(self.counter),
                         ));
                     }
                 }
