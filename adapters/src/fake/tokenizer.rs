@@ -234,9 +234,7 @@ mod tests {
     #[test]
     fn whitespace_separates_counts() {
         let t = FakeTokenizer::new();
-        let alphabet: Vec<char> = "aZ_9.;{ \n\t\u{0b}xY0-\u{a0}é日"
-            .chars()
-            .collect();
+        let alphabet: Vec<char> = "aZ_9.;{ \n\t\u{0b}xY0-\u{a0}é日".chars().collect();
         let spaces = [" ", "\n", "\t", "  \n", "\u{a0}"];
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = |m: usize| {
@@ -252,7 +250,10 @@ mod tests {
             let a = word(next(12), &mut next);
             let b = word(next(12), &mut next);
             let sp = spaces[next(spaces.len())];
-            for (l, r) in [(format!("{a}{sp}"), b.clone()), (a.clone(), format!("{sp}{b}"))] {
+            for (l, r) in [
+                (format!("{a}{sp}"), b.clone()),
+                (a.clone(), format!("{sp}{b}")),
+            ] {
                 assert_eq!(
                     t.count_text(&format!("{l}{r}")),
                     t.count_text(&l) + t.count_text(&r),

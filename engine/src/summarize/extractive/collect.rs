@@ -11,7 +11,8 @@ use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
-    archive_refs, clip, historical, occurrence_key, one_line, sentences, verification,
+    archive_refs, clip, historical, occurrence_key, one_line, parts_of_long, sentences,
+    verification,
 };
 use super::tool_lines::{
     call_label, call_label_long, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT,
@@ -227,9 +228,23 @@ pub(super) fn collect(
                 }
                 let is_final = is_final(&messages, &turns, i);
                 let tag = if is_final { "answer" } else { "assistant" };
-                for (k, s) in sentences(&m.content).into_iter().enumerate() {
+                let ranked = sentences(&m.content)
+                    .into_iter()
+                    .enumerate()
+                    .flat_map(|(k, s)| {
+                        // A claim is judged on its whole sentence (and dropped whole).
+                        if claims().is_match(&s) {
+                            vec![(k, s, true)]
+                        } else {
+                            parts_of_long(&s)
+                                .into_iter()
+                                .map(|p| (k, p, false))
+                                .collect()
+                        }
+                    });
+                for (k, s, claim) in ranked {
                     seq += 1;
-                    if claims().is_match(&s) {
+                    if claim {
                         items.push(Item::omission(turn, tag, seq, source));
                         continue;
                     }
@@ -303,9 +318,17 @@ pub(super) fn collect(
                 let listed = m.role == Role::User
                     && (listed_with_rules(&sentence_list) || short_message(&m.content));
                 let tag = if listed { "stated" } else { tag };
-                for s in sentence_list {
-                    seq += 1;
+                let ranked = sentence_list.into_iter().flat_map(|s| {
+                    // A claim is judged on its whole sentence (and dropped whole).
                     if claims().is_match(&s) {
+                        vec![(s, true)]
+                    } else {
+                        parts_of_long(&s).into_iter().map(|p| (p, false)).collect()
+                    }
+                });
+                for (s, claim) in ranked {
+                    seq += 1;
+                    if claim {
                         items.push(Item::omission(turn, tag, seq, source));
                         continue;
                     }

@@ -92,6 +92,55 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Longest part of an over-long sentence ([`parts_of_long`]), in characters.
+const PART_CHARS: usize = 200;
+
+/// `sentence` as the parts it is ranked in: itself when it fits [`MAX_SENTENCE_CHARS`];
+/// otherwise its clauses (split after `;`, `,`, a dash, and before a capitalised word that
+/// follows a lower-case one with no stop between — text pasted without its full stops),
+/// joined again up to [`PART_CHARS`] each. A run-on sentence would otherwise be cut to its
+/// first 320 characters, and whatever it says past them (a value stated at its end) lost;
+/// its parts compete on their own, each by what it names.
+pub(super) fn parts_of_long(sentence: &str) -> Vec<String> {
+    if sentence.chars().count() <= MAX_SENTENCE_CHARS {
+        return vec![sentence.to_string()];
+    }
+    let mut clauses: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower_end = false;
+    for w in sentence.split_whitespace() {
+        let capitalised = {
+            let mut c = w.chars();
+            c.next().is_some_and(char::is_uppercase) && c.next().is_some_and(char::is_lowercase)
+        };
+        if capitalised && prev_lower_end && !cur.is_empty() {
+            clauses.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(w);
+        prev_lower_end = w.chars().last().is_some_and(char::is_lowercase);
+        if w.ends_with([';', ',']) || matches!(w, "—" | "–" | "-") {
+            clauses.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        clauses.push(cur);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for c in clauses {
+        match parts.last_mut() {
+            Some(last) if last.chars().count() + 1 + c.chars().count() <= PART_CHARS => {
+                last.push(' ');
+                last.push_str(&c);
+            }
+            _ => parts.push(c),
+        }
+    }
+    parts
+}
+
 /// `s` cut to `max` characters, marked with an ellipsis when cut.
 pub(super) fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -225,6 +274,32 @@ pub(super) fn is_question(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_over_long_sentence_is_ranked_in_parts_and_loses_nothing() {
+        let short = "Keep the cache TTL at 300 seconds.";
+        assert_eq!(parts_of_long(short), vec![short.to_string()]);
+        let filler = "word ".repeat(70);
+        let long = format!(
+            "{filler}and then to Over the next half hour, connection counts climbed until the pool was exhausted; the fault was a missing index on audit_events.actor_id, so the purge held a lock."
+        );
+        let parts = parts_of_long(&long);
+        assert!(parts.len() >= 2, "{parts:?}");
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.chars().count() <= MAX_SENTENCE_CHARS),
+            "{parts:?}"
+        );
+        assert!(parts
+            .iter()
+            .any(|p| p.contains("audit_events.actor_id") && p.chars().count() <= PART_CHARS));
+        // Every word survives, in order.
+        assert_eq!(
+            parts.join(" ").split_whitespace().collect::<Vec<_>>(),
+            long.split_whitespace().collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn a_heading_before_a_colon_is_its_own_sentence_when_a_sentence_follows() {

@@ -254,8 +254,49 @@ fn statement(line: &str, n: usize) -> Option<i64> {
     (numbers >= 1 && numbers + joined + ordinals >= 2).then(|| 4 + i64::from(numbers >= 2))
 }
 
+/// A failure marker anywhere in a line: a test runner's `FAIL` / `FAILED` (in capitals: the
+/// word in prose, "restarting failed container", is not a verdict), a cross, `not ok`, an
+/// assertion error, a count of failures.
+/// What an agent acts on in a test or CI log is what failed; the passing lines around it
+/// are context.
+fn failure() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(\b(FAIL|FAILED|FAILURE)\b|[✗✕✘×❌]|(?i:\bnot ok\b|\bassertion ?error\b|\b[1-9]\d* (failed|failures?|errors?)\b))",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A passing test line (`✓ spec (41 tests)`, `PASS src/a.test.ts`, `ok 3 - parses`).
+fn pass_marker() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)([✓✔√]|^(PASS|ok)\b|\bpassed\b|\bpassing\b)").expect("static regex")
+    })
+}
+
+/// `line` without a leading log timestamp (`2024-05-14T02:14:55.903Z`, `[12:00:01]`,
+/// `2024-05-14 02:14:55,123`): log lines open with one, and a shape anchored at the start
+/// of a line (`FAIL …`, `error: …`) is then found after it.
+fn without_timestamp(line: &str) -> &str {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let r = R.get_or_init(|| {
+        Regex::new(
+            r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ])?\d{2}:\d{2}:\d{2}([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?\s+",
+        )
+        .expect("static regex")
+    });
+    match r.find(line) {
+        Some(m) => &line[m.end()..],
+        None => line,
+    }
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
+    let line = without_timestamp(line);
     let n = words(line);
     let mut best = 0i64;
     let mut kinds = 0i64;
@@ -282,8 +323,14 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
             take(5 + i64::from(numeric(value)), false, &mut best);
         }
     }
+    let failed = failure().is_match(line) && n <= 40;
+    if failed {
+        take(10, true, &mut best);
+    }
     if test_outcome().is_match(line) && n <= 30 {
-        take(8, true, &mut best);
+        // A passing line is context: the failures and the totals outrank it.
+        let passing = !failed && pass_marker().is_match(line);
+        take(if passing { 5 } else { 8 }, true, &mut best);
     }
     if exit_code().is_match(line) {
         take(8, true, &mut best);
@@ -526,6 +573,21 @@ mod tests {
         assert!(k.iter().any(|l| l.text.contains("panicked at")));
         assert!(texts("$ make\nmake: *** [all] Error 2\nexit code: 2\n")
             .contains(&"exit code: 2".to_string()));
+    }
+
+    #[test]
+    fn a_failing_test_outranks_the_passing_ones_around_it() {
+        let log = "2024-05-14T02:14:52.118Z ✓ src/a.spec.ts (41 tests) 812ms\n\
+                   2024-05-14T02:14:53.640Z ✓ src/b.spec.ts (17 tests) 344ms\n\
+                   2024-05-14T02:14:55.903Z FAIL  src/refund.spec.ts > refunds > keeps minor-unit precision\n\
+                   2024-05-14T02:14:56.010Z ✓ src/c.spec.ts (9 tests) 120ms\n";
+        let k = top_lines(log, 1);
+        assert_eq!(k.len(), 1);
+        assert!(k[0].text.contains("FAIL  src/refund.spec.ts"), "{k:?}");
+        assert!(k[0].verification);
+        // After its timestamp, a line still opens with its marker.
+        assert_eq!(without_timestamp("[12:00:01] error: x"), "error: x");
+        assert_eq!(without_timestamp("no stamp here"), "no stamp here");
     }
 
     #[test]
