@@ -244,7 +244,7 @@ mod tests {
             (x % m as u64) as usize
         };
         for _ in 0..3000 {
-            let mut word = |n: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
+            let word = |n: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
                 (0..n).map(|_| alphabet[next(alphabet.len())]).collect()
             };
             let a = word(next(12), &mut next);

@@ -456,14 +456,15 @@ pub(crate) fn filler(
                 continue;
             }
             // The target falls inside this sentence: piece by piece.
-            for k in guess..end {
+            let first = guess;
+            for k in first..end {
                 let start = if k == 0 { 0 } else { ends[k - 1] };
                 let c = counter(&text[start..ends[k]]);
                 if sum + c > tokens {
                     break;
                 }
                 sum += c;
-                guess += 1;
+                guess = k + 1;
             }
             break;
         }

@@ -294,6 +294,31 @@ fn without_timestamp(line: &str) -> &str {
     }
 }
 
+/// How many measurements a line reports: a number with its unit (`18240 rows/s`,
+/// `1.91 MB`, `812ms`, `3.2%`, `1520 ns/op`, `x2.5`). Benchmark, timing and size reports
+/// are lines of these, and what was measured is what an agent compares later.
+fn measurements(line: &str) -> usize {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let r = R.get_or_init(|| {
+        Regex::new(
+            r"(?i)(^|[\s(=:])\d+(\.\d+)?\s?(%|x\b|(ns|us|µs|ms|s|sec|secs|seconds|min|h|b|kb|kib|mb|mib|gb|gib|tb|ops|req|reqs|rows|msgs|events|allocs|qps|rps|tps)(/(s|sec|op|call|req|row|iter))?\b)",
+        )
+        .expect("static regex")
+    });
+    r.find_iter(line).count()
+}
+
+/// How many `key=value` fields a line holds (`partitions=24 | rf=3`, logfmt's
+/// `level=warn lag=18234`): an inventory, a config dump or a structured log line binds
+/// its values to their names this way, several to a line.
+fn fields(line: &str) -> usize {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let r = R.get_or_init(|| {
+        Regex::new(r#"(^|[\s|,;(])[A-Za-z_][\w.\-]{0,40}=[^\s|,;=()]+"#).expect("static regex")
+    });
+    r.find_iter(line).count()
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
     let line = without_timestamp(line);
@@ -340,6 +365,16 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     }
     if warning_line().is_match(line) && n <= 40 {
         take(4, false, &mut best);
+    }
+    if n <= 30 && fields(line) >= 2 {
+        take(
+            6 + i64::from(line.chars().any(|c| c.is_ascii_digit())),
+            false,
+            &mut best,
+        );
+    }
+    if n <= 20 && measurements(line) >= 2 {
+        take(7, false, &mut best);
     }
     if n <= 12 && version().is_match(line) {
         take(4, false, &mut best);
@@ -588,6 +623,29 @@ mod tests {
         // After its timestamp, a line still opens with its marker.
         assert_eq!(without_timestamp("[12:00:01] error: x"), "error: x");
         assert_eq!(without_timestamp("no stamp here"), "no stamp here");
+    }
+
+    #[test]
+    fn measurement_reports_outrank_environment_lines() {
+        let bench = "goos: linux\ngoarch: amd64\npkg: example.com/ingest\ncpu: AMD EPYC 7B13\n\
+                     BenchmarkIngest/batch=256-8     18240 rows/s    1.91 MB peak\n\
+                     PASS\nok  \texample.com/ingest\t34.118s\n";
+        let k = top_lines(bench, 1);
+        assert!(k[0].text.contains("18240 rows/s"), "{k:?}");
+        assert_eq!(measurements("took 812ms, 3.2% of 1.5 GB"), 3);
+        assert_eq!(measurements("version 1.2 of 3 files"), 0);
+    }
+
+    #[test]
+    fn field_records_are_key_lines() {
+        let inventory = "cluster    | topic         | config\n\
+                         eu-central | orders-events | partitions=24 | rf=3 | min-isr=2\n\
+                         us-east    | orders-events | partitions=36 | rf=3 | min-isr=2\n";
+        let k = texts(inventory);
+        assert!(k.iter().any(|l| l.contains("partitions=24")), "{k:?}");
+        assert!(k.iter().any(|l| l.contains("partitions=36")), "{k:?}");
+        assert_eq!(fields("level=warn lag=18234 msg=\"slow\""), 3);
+        assert_eq!(fields("if a == b { x = 1 }"), 0);
     }
 
     #[test]
