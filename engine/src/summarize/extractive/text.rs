@@ -97,8 +97,9 @@ const PART_CHARS: usize = 200;
 
 /// `sentence` as the parts it is ranked in: itself when it fits [`MAX_SENTENCE_CHARS`];
 /// otherwise its clauses (split after `;`, `,`, a dash, and before a capitalised word that
-/// follows a lower-case one with no stop between — text pasted without its full stops),
-/// joined again up to [`PART_CHARS`] each. A run-on sentence would otherwise be cut to its
+/// follows a lower-case one with no stop between — text pasted without its full stops —
+/// and, where a clause has no boundary at all, between words), joined again up to
+/// [`PART_CHARS`] each. A run-on sentence would otherwise be cut to its
 /// first 320 characters, and whatever it says past them (a value stated at its end) lost;
 /// its parts compete on their own, each by what it names.
 pub(super) fn parts_of_long(sentence: &str) -> Vec<String> {
@@ -113,7 +114,10 @@ pub(super) fn parts_of_long(sentence: &str) -> Vec<String> {
             let mut c = w.chars();
             c.next().is_some_and(char::is_uppercase) && c.next().is_some_and(char::is_lowercase)
         };
-        if capitalised && prev_lower_end && !cur.is_empty() {
+        // A new clause before a capitalised word after a lower-case one, and wherever a
+        // clause with no boundary at all would grow past a part.
+        let too_long = cur.chars().count() + 1 + w.chars().count() > PART_CHARS;
+        if (capitalised && prev_lower_end || too_long) && !cur.is_empty() {
             clauses.push(std::mem::take(&mut cur));
         }
         if !cur.is_empty() {

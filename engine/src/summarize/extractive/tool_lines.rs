@@ -618,7 +618,7 @@ mod tests {
                    2024-05-14T02:14:56.010Z ✓ src/c.spec.ts (9 tests) 120ms\n";
         let k = top_lines(log, 1);
         assert_eq!(k.len(), 1);
-        assert!(k[0].text.contains("FAIL  src/refund.spec.ts"), "{k:?}");
+        assert!(k[0].text.contains("FAIL src/refund.spec.ts"), "{k:?}");
         assert!(k[0].verification);
         // After its timestamp, a line still opens with its marker.
         assert_eq!(without_timestamp("[12:00:01] error: x"), "error: x");
