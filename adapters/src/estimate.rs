@@ -218,29 +218,18 @@ fn bpe(kind: EstimatorKind) -> Option<&'static tiktoken_rs::CoreBPE> {
 /// for it (about 90 ms of CPU for `cl100k_base`) while every other trial worker waits on
 /// the same one-time initialisation. A run calls this before its first trial; the load
 /// then overlaps with the run's setup and its first scenario instantiations.
+///
+/// The tables are tiktoken-rs's singletons, so a second call (or a count racing the load)
+/// only waits for, or finds, the one load.
 pub fn prewarm(kind: EstimatorKind) {
-    if bpe_loaded(kind) {
-        return;
+    if kind == EstimatorKind::Conservative {
+        return; // nothing to load
     }
     let _ = std::thread::Builder::new()
         .name("ctxbench-bpe".into())
         .spawn(move || {
             let _ = bpe(kind);
         });
-}
-
-/// Whether `kind` needs no loading (already loaded, or not a BPE).
-fn bpe_loaded(kind: EstimatorKind) -> bool {
-    static STARTED: [std::sync::atomic::AtomicBool; 2] = [
-        std::sync::atomic::AtomicBool::new(false),
-        std::sync::atomic::AtomicBool::new(false),
-    ];
-    let slot = match kind {
-        EstimatorKind::Cl100kBase => 0,
-        EstimatorKind::O200kBase => 1,
-        EstimatorKind::Conservative => return true,
-    };
-    STARTED[slot].swap(true, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Count one string with `kind`. Not cached by content: every call counts the text (for

@@ -416,6 +416,11 @@ pub(crate) fn filler(
                 _ => text[..ends[k - 1]].trim_end(),
             }
         };
+        // The count of piece `k` alone.
+        let piece = |k: usize| {
+            let start = if k == 0 { 0 } else { ends[k - 1] };
+            counter(&text[start..ends[k]])
+        };
         // Prefix sums of the sentences' counts: sums[b] = the first b sentences.
         let sums: Vec<u64> = std::iter::once(0)
             .chain(batches.iter().scan(0u64, |acc, (_, c)| {
@@ -428,11 +433,7 @@ pub(crate) fn filler(
         let summed = |k: usize| -> u64 {
             let b = batches.partition_point(|(end, _)| *end <= k);
             let first = if b == 0 { 0 } else { batches[b - 1].0 };
-            let mut total = sums[b];
-            for p in first..k {
-                let start = if p == 0 { 0 } else { ends[p - 1] };
-                total += counter(&text[start..ends[p]]);
-            }
+            let total = sums[b] + (first..k).map(piece).sum::<u64>();
             let full = &text[..ends[k - 1]];
             let tail = &full[full.trim_end().len()..];
             total.saturating_sub(counter(tail))
@@ -458,8 +459,7 @@ pub(crate) fn filler(
             // The target falls inside this sentence: piece by piece.
             let first = guess;
             for k in first..end {
-                let start = if k == 0 { 0 } else { ends[k - 1] };
-                let c = counter(&text[start..ends[k]]);
+                let c = piece(k);
                 if sum + c > tokens {
                     break;
                 }

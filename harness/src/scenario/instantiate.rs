@@ -36,8 +36,11 @@ impl Scenario {
         trial: u32,
         counter: &dyn Fn(&str) -> u64,
     ) -> Instance {
-        let vary = (trial > 0 && self.vary.varies()).then_some(self.vary);
-        self.expand(seed, vary, Counter::separable(counter))
+        self.expand(
+            seed,
+            self.trial_variation(trial),
+            Counter::separable(counter),
+        )
     }
 
     /// [`Scenario::instantiate`] for trial `trial` of a run: trial 0 plays the script as
@@ -49,8 +52,12 @@ impl Scenario {
         trial: u32,
         counter: &dyn Fn(&str) -> u64,
     ) -> Instance {
-        let vary = (trial > 0 && self.vary.varies()).then_some(self.vary);
-        self.expand(seed, vary, Counter::general(counter))
+        self.expand(seed, self.trial_variation(trial), Counter::general(counter))
+    }
+
+    /// Trial `trial`'s variation: none for trial 0 or a scenario without `vary:`.
+    fn trial_variation(&self, trial: u32) -> Option<super::Variation> {
+        (trial > 0 && self.vary.varies()).then_some(self.vary)
     }
 
     fn expand(&self, seed: u64, vary: Option<super::Variation>, counter: Counter<'_>) -> Instance {

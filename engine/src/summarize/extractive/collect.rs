@@ -54,6 +54,20 @@ fn is_final(messages: &[Message], turns: &[usize], i: usize) -> bool {
             .is_none_or(|n| n.role == Role::User || turns.get(i + 1) != turns.get(i))
 }
 
+/// A sentence as the parts it is ranked in ([`parts_of_long`]), each with whether it is an
+/// authority claim. A claim is judged on its whole sentence, and dropped whole: a claim
+/// split across two parts must not slip through as two harmless halves.
+fn ranked_parts(sentence: String) -> Vec<(String, bool)> {
+    if claims().is_match(&sentence) {
+        vec![(sentence, true)]
+    } else {
+        parts_of_long(&sentence)
+            .into_iter()
+            .map(|p| (p, false))
+            .collect()
+    }
+}
+
 /// Collect the candidates of the covered messages, after `previous`'s.
 pub(super) fn collect(
     req: &SummaryRequest<'_>,
@@ -231,17 +245,7 @@ pub(super) fn collect(
                 let ranked = sentences(&m.content)
                     .into_iter()
                     .enumerate()
-                    .flat_map(|(k, s)| {
-                        // A claim is judged on its whole sentence (and dropped whole).
-                        if claims().is_match(&s) {
-                            vec![(k, s, true)]
-                        } else {
-                            parts_of_long(&s)
-                                .into_iter()
-                                .map(|p| (k, p, false))
-                                .collect()
-                        }
-                    });
+                    .flat_map(|(k, s)| ranked_parts(s).into_iter().map(move |(p, c)| (k, p, c)));
                 for (k, s, claim) in ranked {
                     seq += 1;
                     if claim {
@@ -318,15 +322,7 @@ pub(super) fn collect(
                 let listed = m.role == Role::User
                     && (listed_with_rules(&sentence_list) || short_message(&m.content));
                 let tag = if listed { "stated" } else { tag };
-                let ranked = sentence_list.into_iter().flat_map(|s| {
-                    // A claim is judged on its whole sentence (and dropped whole).
-                    if claims().is_match(&s) {
-                        vec![(s, true)]
-                    } else {
-                        parts_of_long(&s).into_iter().map(|p| (p, false)).collect()
-                    }
-                });
-                for (s, claim) in ranked {
+                for (s, claim) in sentence_list.into_iter().flat_map(ranked_parts) {
                     seq += 1;
                     if claim {
                         items.push(Item::omission(turn, tag, seq, source));

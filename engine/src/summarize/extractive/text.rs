@@ -106,43 +106,48 @@ pub(super) fn parts_of_long(sentence: &str) -> Vec<String> {
     if sentence.chars().count() <= MAX_SENTENCE_CHARS {
         return vec![sentence.to_string()];
     }
-    let mut clauses: Vec<String> = Vec::new();
-    let mut cur = String::new();
+    // Clauses, each with its length in characters.
+    let mut clauses: Vec<(String, usize)> = Vec::new();
+    let mut cur = (String::new(), 0usize);
     let mut prev_lower_end = false;
     for w in sentence.split_whitespace() {
+        let len = w.chars().count();
         let capitalised = {
             let mut c = w.chars();
             c.next().is_some_and(char::is_uppercase) && c.next().is_some_and(char::is_lowercase)
         };
         // A new clause before a capitalised word after a lower-case one, and wherever a
         // clause with no boundary at all would grow past a part.
-        let too_long = cur.chars().count() + 1 + w.chars().count() > PART_CHARS;
-        if (capitalised && prev_lower_end || too_long) && !cur.is_empty() {
+        let too_long = cur.1 + 1 + len > PART_CHARS;
+        if (capitalised && prev_lower_end || too_long) && cur.1 > 0 {
             clauses.push(std::mem::take(&mut cur));
         }
-        if !cur.is_empty() {
-            cur.push(' ');
+        if cur.1 > 0 {
+            cur.0.push(' ');
+            cur.1 += 1;
         }
-        cur.push_str(w);
+        cur.0.push_str(w);
+        cur.1 += len;
         prev_lower_end = w.chars().last().is_some_and(char::is_lowercase);
         if w.ends_with([';', ',']) || matches!(w, "—" | "–" | "-") {
             clauses.push(std::mem::take(&mut cur));
         }
     }
-    if !cur.is_empty() {
+    if cur.1 > 0 {
         clauses.push(cur);
     }
-    let mut parts: Vec<String> = Vec::new();
-    for c in clauses {
+    let mut parts: Vec<(String, usize)> = Vec::new();
+    for (c, len) in clauses {
         match parts.last_mut() {
-            Some(last) if last.chars().count() + 1 + c.chars().count() <= PART_CHARS => {
-                last.push(' ');
-                last.push_str(&c);
+            Some(last) if last.1 + 1 + len <= PART_CHARS => {
+                last.0.push(' ');
+                last.0.push_str(&c);
+                last.1 += 1 + len;
             }
-            _ => parts.push(c),
+            _ => parts.push((c, len)),
         }
     }
-    parts
+    parts.into_iter().map(|(p, _)| p).collect()
 }
 
 /// `s` cut to `max` characters, marked with an ellipsis when cut.

@@ -257,6 +257,7 @@ fn statement(line: &str, n: usize) -> Option<i64> {
 /// A failure marker anywhere in a line: a test runner's `FAIL` / `FAILED` (in capitals: the
 /// word in prose, "restarting failed container", is not a verdict), a cross, `not ok`, an
 /// assertion error, a count of failures.
+///
 /// What an agent acts on in a test or CI log is what failed; the passing lines around it
 /// are context.
 fn failure() -> &'static Regex {
@@ -295,7 +296,7 @@ fn without_timestamp(line: &str) -> &str {
 }
 
 /// How many measurements a line reports: a number with its unit (`18240 rows/s`,
-/// `1.91 MB`, `812ms`, `3.2%`, `1520 ns/op`, `x2.5`). Benchmark, timing and size reports
+/// `1.91 MB`, `812ms`, `3.2%`, `1520 ns/op`, `2.5x`). Benchmark, timing and size reports
 /// are lines of these, and what was measured is what an agent compares later.
 fn measurements(line: &str) -> usize {
     static R: OnceLock<Regex> = OnceLock::new();
