@@ -35,6 +35,7 @@ mod claims;
 mod collect;
 mod layout;
 mod names;
+mod novelty;
 mod occurrences;
 mod rolling;
 mod rules;
@@ -52,6 +53,7 @@ use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
 
 pub(crate) use claims::claims;
+pub(crate) use novelty::Vocabulary;
 pub(crate) use text::archive_refs as archive_ref_pattern;
 pub use text::sentences;
 
@@ -298,8 +300,18 @@ fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
         .and_then(|p| p.summary.as_deref())
         .map(|s| rolling::previous(s, &mut seq))
         .unwrap_or_default();
+    let vocabulary = novelty::Vocabulary::of(
+        previous
+            .items
+            .iter()
+            .map(|it| it.text.as_str())
+            .chain(req.covered.iter().map(|e| e.message.content.as_str())),
+    );
     let collected = collect::collect(req, broken, previous, seq);
-    let items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
+    let mut items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
+    for it in &mut items {
+        vocabulary.rank(it);
+    }
     layout::write(
         req,
         items,

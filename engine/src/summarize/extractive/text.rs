@@ -227,7 +227,12 @@ fn specific_token(raw: &str) -> bool {
 /// [`introduced_names`](super::names::introduced_names)) counts too; capitalized proper
 /// names are weaker evidence and are counted by [`names_a_name`], not here.
 pub(super) fn specifics(s: &str) -> u32 {
-    let n = s.split_whitespace().filter(|w| specific_token(w)).count() as u32;
+    // A list marker (`1.`, `2)`) numbers an item; it is not a value the item names.
+    let n = s
+        .split_whitespace()
+        .enumerate()
+        .filter(|(k, w)| !(*k == 0 && list_marker().is_match(w)) && specific_token(w))
+        .count() as u32;
     let coined = super::names::introduced_names(s)
         .iter()
         .filter(|name| !specific_token(name))
@@ -367,9 +372,11 @@ mod tests {
             "We should probably think about this a little more.",
             "That sounds reasonable to me, thanks.",
             "e.g. this one.",
+            "2. unknown",
         ] {
             assert_eq!(specifics(s), 0, "{s}");
         }
+        assert_eq!(specifics("3. Pin numpy to 1.26."), 1);
         assert_eq!(occurrence_key("Refactor module 12."), "refactor module #");
         for s in [
             "Maria Okafor owns the billing module.",

@@ -320,6 +320,30 @@ fn fields(line: &str) -> usize {
     r.find_iter(line).count()
 }
 
+/// Whether a line that matches no known shape still records a value: a line of a
+/// listing, a table or a device report (`baro0 (BMP390) responds at 0x76`,
+/// `imu_primary output data rate = 3200 Hz`) that names a concrete value, is short, and is
+/// neither code (a call, a block, a statement ending in `;`, a comment), a table row (those
+/// are [`statement`]s), nor a sentence of
+/// prose (it ends without a full stop): output is untrusted, and a sentence in it is where
+/// an injected instruction sits.
+fn value_line(line: &str, n: usize) -> bool {
+    static CALL: OnceLock<Regex> = OnceLock::new();
+    let call = CALL.get_or_init(|| Regex::new(r"[\w\]!?]\(").expect("static regex"));
+    let t = line.trim();
+    (2..=20).contains(&n)
+        && t.chars().any(|c| c.is_ascii_digit())
+        && super::text::specifics(t) > 0
+        && !t.ends_with(['.', '!', '?', ';', '{', '}', ',', ':', '(', '['])
+        && !t.starts_with(['#', '/', '*', '-', '<', '}', ')', ']', '"'])
+        && !t.starts_with("--")
+        && !call.is_match(t)
+        && !t.contains("->")
+        && !t.contains("::")
+        && !t.contains(" = {")
+        && !t.contains('|')
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
     let line = without_timestamp(line);
@@ -389,6 +413,8 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if best == 0 {
         if let Some(s) = statement(line, n) {
             take(s, false, &mut best);
+        } else if value_line(line, n) {
+            take(2, false, &mut best);
         }
     }
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
@@ -681,6 +707,21 @@ mod tests {
         assert_eq!(
             texts("timeout: 30\nretries: 4\n"),
             vec!["timeout: 30", "retries: 4"]
+        );
+    }
+
+    #[test]
+    fn device_and_listing_lines_that_name_values_are_key_lines() {
+        let report = "# sensor table\nbaro0 (BMP390) responds at I2C address 0x76\n\
+                      imu_primary output data rate = 3200 Hz\nsee the notes below\n\
+                      Both units were checked twice.\n    if len > 37 {\n\
+                      let x = build(12);\n";
+        assert_eq!(
+            texts(report),
+            vec![
+                "baro0 (BMP390) responds at I2C address 0x76",
+                "imu_primary output data rate = 3200 Hz",
+            ]
         );
     }
 

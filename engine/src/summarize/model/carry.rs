@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use ctxbench_adapters::Role;
 
 use super::validation::{is_constraint, normalize};
-use crate::summarize::extractive::{claims, names_a_value, sentences};
+use crate::summarize::extractive::{claims, names_a_value, sentences, Vocabulary};
 use crate::summarize::SummaryRequest;
 
 /// Heading of the carried section (one line; the items follow as `- [turn N · user] …`).
@@ -81,6 +81,13 @@ pub fn carried_lines(
             push(turn, text, &mut candidates);
         }
     }
+    let vocabulary = Vocabulary::of(
+        request
+            .previous
+            .and_then(|p| p.summary.as_deref())
+            .into_iter()
+            .chain(request.covered.iter().map(|e| e.message.content.as_str())),
+    );
     for (i, entry) in request.covered.iter().enumerate() {
         if entry.message.role != Role::User {
             continue;
@@ -92,6 +99,7 @@ pub fn carried_lines(
             let keep = s.chars().count() <= MAX_CARRIED_CHARS
                 && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
                 && !claims().is_match(&s)
+                && !vocabulary.is_routine(&s)
                 && (is_constraint(&s) || names_a_value(&s));
             if keep {
                 push(turn, s, &mut candidates);

@@ -24,6 +24,8 @@ use crate::markup::SUMMARY_REQUEST_MARKER;
 
 use ctxbench_adapters::{Message, ModelRequest, Provider, ProviderError, Role};
 
+use super::extractive::Vocabulary;
+
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
 use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
@@ -167,23 +169,76 @@ pub(crate) fn archive_refs_in(text: &str) -> Vec<&str> {
     out
 }
 
+/// Most key lines of one tool result quoted after its head.
+const MAX_KEY_LINES_QUOTED: usize = 8;
+
+/// `content` without its routine sentences (see [`Vocabulary`]): each run of them becomes
+/// one `…`. What a long session repeats everywhere says nothing a summary needs, and it
+/// competes with the one sentence that does.
+fn without_routine(content: &str, vocabulary: &Vocabulary) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut elided = false;
+    for s in super::extractive::sentences(content) {
+        if vocabulary.is_routine(&s) {
+            if !elided {
+                out.push("…".into());
+            }
+            elided = true;
+        } else {
+            out.push(s);
+            elided = false;
+        }
+    }
+    out.join(" ")
+}
+
 /// The covered messages as transcript lines `[turn N · role] text`, redacted: tool calls as
 /// `call name(args)`, tool results as `result: text`, both bounded (archive references the
-/// bound cut off are appended, `with_refs`).
+/// bound cut off are appended, `with_refs`). A result longer than the bound is followed by
+/// its key lines past the bound (settings, versions, outcomes: what the head cuts off), one
+/// `key line:` line each. User and assistant text leaves out routine sentences
+/// ([`without_routine`]).
 pub fn render_transcript(request: &SummaryRequest<'_>) -> String {
+    let messages: Vec<Message> = request
+        .covered
+        .iter()
+        .map(|e| request.redactor.redact_message(&e.message))
+        .collect();
+    let previous = request
+        .previous
+        .and_then(|p| p.summary.as_deref())
+        .map(|s| request.redactor.redact(s));
+    let vocabulary = Vocabulary::of(
+        previous
+            .iter()
+            .map(String::as_str)
+            .chain(messages.iter().map(|m| m.content.as_str())),
+    );
     let mut lines = Vec::new();
-    for (i, entry) in request.covered.iter().enumerate() {
+    for (i, m) in messages.iter().enumerate() {
         let turn = request.turn_numbers.get(i).copied().unwrap_or(0);
-        let m = request.redactor.redact_message(&entry.message);
         let role = m.role.as_str();
-        let content = one_line(&m.content);
         match m.role {
-            Role::Tool => lines.push(format!(
-                "[turn {turn} · {role}] result: {}",
-                with_refs(bounded(&content, TOOL_TEXT_MAX_CHARS), &content)
-            )),
+            Role::Tool => {
+                let content = one_line(&m.content);
+                let shown = bounded(&content, TOOL_TEXT_MAX_CHARS);
+                let cut = shown.len() < content.len();
+                lines.push(format!(
+                    "[turn {turn} · {role}] result: {}",
+                    with_refs(shown.clone(), &content)
+                ));
+                if cut {
+                    let head = shown.trim_end_matches('…');
+                    for k in super::extractive::tool_key_lines(&m.content, MAX_KEY_LINES_QUOTED) {
+                        if !head.contains(k.text.as_str()) {
+                            lines.push(format!("[turn {turn} · {role}] key line: {}", k.text));
+                        }
+                    }
+                }
+            }
             _ => {
-                if !content.is_empty() {
+                let content = one_line(&without_routine(&m.content, &vocabulary));
+                if !content.is_empty() && content != "…" {
                     lines.push(format!("[turn {turn} · {role}] {content}"));
                 }
                 for call in &m.tool_calls {

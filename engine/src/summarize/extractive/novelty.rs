@@ -1,0 +1,147 @@
+//! Novelty: whether a sentence says anything the rest of the covered material does not.
+//!
+//! Long sessions are full of text that repeats one small vocabulary — boilerplate status
+//! prose, routine narration, pasted templates — and that text is often worded like a rule
+//! ("every step should check …"). Cue words cannot tell it from a constraint; its
+//! vocabulary can. Every sentence and line of the covered messages (and of the previous
+//! checkpoint) is a unit; a word is *common* when it occurs in many units. A sentence made
+//! only of common words repeats what the session says everywhere: it ranks as ordinary
+//! prose, below anything that names something rare. A sentence with rare words (a name, a
+//! value, a term used once) gains a little rank.
+//!
+//! This is a property of the session's own text (document frequency, as in classic
+//! extractive summarization), not of any word list: it holds for material nobody wrote
+//! this code against, and changes nothing in a session whose sentences do not repeat.
+
+use std::collections::{HashMap, HashSet};
+
+use super::text::{occurrence_key, sentences};
+use super::{Item, Section};
+
+/// A word is common when at least this many units contain it…
+const MIN_COMMON_UNITS: usize = 5;
+/// …and at least one in this many units does.
+const COMMON_FRACTION: usize = 200;
+/// Fewest words a sentence must have for "only common words" to mean routine (a short
+/// acknowledgement or a label is judged by the other rules).
+const MIN_ROUTINE_WORDS: usize = 4;
+/// Rank a routine sentence gives up.
+const ROUTINE_PENALTY: i64 = 25;
+/// Rank per rare word (at most [`MAX_RARE_CREDIT`] of them).
+const RARE_BONUS: i64 = 3;
+const MAX_RARE_CREDIT: usize = 3;
+
+/// The words of `s`: lowercase runs of letters, digits and `_`, of two characters or more
+/// (or containing a digit).
+fn words(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.chars().count() >= 2 || w.chars().any(|c| c.is_ascii_digit()))
+        .map(str::to_lowercase)
+}
+
+/// How many units of the covered material contain each word.
+#[derive(Debug, Default)]
+pub(crate) struct Vocabulary {
+    units: usize,
+    frequency: HashMap<String, usize>,
+}
+
+impl Vocabulary {
+    /// The vocabulary of `texts`, each split into sentences and lines. A sentence said
+    /// again with only its numbers changed is one unit: repetition of one thing does not
+    /// make its words common.
+    pub(crate) fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut v = Vocabulary::default();
+        let mut seen_units = HashSet::new();
+        for text in texts {
+            for s in sentences(text) {
+                if !seen_units.insert(occurrence_key(&s)) {
+                    continue;
+                }
+                v.units += 1;
+                let distinct: HashSet<String> = words(&s).collect();
+                for w in distinct {
+                    *v.frequency.entry(w).or_insert(0) += 1;
+                }
+            }
+        }
+        v
+    }
+
+    fn common(&self, word: &str) -> bool {
+        let threshold = MIN_COMMON_UNITS.max(self.units / COMMON_FRACTION);
+        self.frequency.get(word).is_some_and(|&n| n >= threshold)
+    }
+
+    /// (distinct rare words, words) of `s`.
+    fn profile(&self, s: &str) -> (usize, usize) {
+        let all: Vec<String> = words(s).collect();
+        let rare: HashSet<&String> = all.iter().filter(|w| !self.common(w)).collect();
+        (rare.len(), all.len())
+    }
+
+    /// Whether `sentence` is routine: long enough to say something, yet made only of
+    /// words the covered material uses everywhere.
+    pub(crate) fn is_routine(&self, sentence: &str) -> bool {
+        let (rare, n) = self.profile(sentence);
+        rare == 0 && n >= MIN_ROUTINE_WORDS
+    }
+
+    /// Re-rank `it` by its novelty. The task state (the newest request, the last command,
+    /// the file in flight) and omission markers keep their rank: they are kept for what
+    /// they are, not for what they say.
+    pub(super) fn rank(&self, it: &mut Item) {
+        if it.section == Section::Task || it.text.is_empty() || it.score <= 1 {
+            return;
+        }
+        let text = match it.text.strip_prefix("(historical, turn ") {
+            Some(rest) => rest.split_once(") ").map_or(it.text.as_str(), |(_, t)| t),
+            None => it.text.as_str(),
+        };
+        let (rare, n) = self.profile(text);
+        if rare == 0 && n >= MIN_ROUTINE_WORDS {
+            it.score -= ROUTINE_PENALTY;
+            if matches!(it.section, Section::Statements | Section::Answers) {
+                it.section = Section::Other;
+            }
+        } else {
+            it.score += RARE_BONUS * rare.min(MAX_RARE_CREDIT) as i64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_everyone_repeats_are_common_and_a_rare_term_is_not() {
+        let mut text = String::new();
+        let verbs = ["passes", "merges", "records", "checks", "returns"];
+        let objects = ["cache", "value", "request", "branch", "test", "reason"];
+        for v in verbs {
+            for o in objects {
+                text.push_str(&format!("The module handler {v} the {o} before merging.\n"));
+            }
+        }
+        text.push_str("The module handler stores the cache under /var/lib/quokka.\n");
+        let v = Vocabulary::of([text.as_str()]);
+        assert_eq!(v.profile("The module handler checks the cache value.").0, 0);
+        // stores, under, var, lib, quokka
+        assert_eq!(
+            v.profile("The handler stores the cache under /var/lib/quokka.")
+                .0,
+            5
+        );
+    }
+
+    #[test]
+    fn a_sentence_repeated_with_new_numbers_is_one_unit() {
+        let text: String = (0..50)
+            .map(|i| format!("Please rerun the flaky suite for shard {i}.\n"))
+            .collect();
+        let v = Vocabulary::of([text.as_str()]);
+        assert_eq!(v.units, 1);
+        assert!(v.profile("Please rerun the flaky suite for shard 3.").0 > 0);
+    }
+}
