@@ -222,7 +222,7 @@ pub fn render_transcript(request: &SummaryRequest<'_>) -> String {
             Role::Tool => {
                 let content = one_line(&m.content);
                 let shown = bounded(&content, TOOL_TEXT_MAX_CHARS);
-                let cut = shown.len() < content.len();
+                let cut = content.chars().count() > TOOL_TEXT_MAX_CHARS;
                 lines.push(format!(
                     "[turn {turn} · {role}] result: {}",
                     with_refs(shown.clone(), &content)
