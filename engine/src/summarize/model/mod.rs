@@ -24,8 +24,6 @@ use crate::markup::SUMMARY_REQUEST_MARKER;
 
 use ctxbench_adapters::{Message, ModelRequest, Provider, ProviderError, Role};
 
-use super::extractive::Vocabulary;
-
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
 use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
@@ -172,51 +170,17 @@ pub(crate) fn archive_refs_in(text: &str) -> Vec<&str> {
 /// Most key lines of one tool result quoted after its head.
 const MAX_KEY_LINES_QUOTED: usize = 8;
 
-/// `content` without its routine sentences (see [`Vocabulary`]): each run of them becomes
-/// one `…`. What a long session repeats everywhere says nothing a summary needs, and it
-/// competes with the one sentence that does.
-fn without_routine(content: &str, vocabulary: &Vocabulary) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut elided = false;
-    for s in super::extractive::sentences(content) {
-        if vocabulary.is_routine(&s) {
-            if !elided {
-                out.push("…".into());
-            }
-            elided = true;
-        } else {
-            out.push(s);
-            elided = false;
-        }
-    }
-    out.join(" ")
-}
-
 /// The covered messages as transcript lines `[turn N · role] text`, redacted: tool calls as
 /// `call name(args)`, tool results as `result: text`, both bounded (archive references the
 /// bound cut off are appended, `with_refs`). A result longer than the bound is followed by
 /// its key lines past the bound (settings, versions, outcomes: what the head cuts off), one
-/// `key line:` line each. User and assistant text leaves out routine sentences
-/// ([`without_routine`]).
+/// `key line:` line each. User and assistant text is sent whole: the summarization request
+/// is bounded by the engine's own input bound, not by leaving conversation out.
 pub fn render_transcript(request: &SummaryRequest<'_>) -> String {
-    let messages: Vec<Message> = request
-        .covered
-        .iter()
-        .map(|e| request.redactor.redact_message(&e.message))
-        .collect();
-    let previous = request
-        .previous
-        .and_then(|p| p.summary.as_deref())
-        .map(|s| request.redactor.redact(s));
-    let vocabulary = Vocabulary::of(
-        previous
-            .iter()
-            .map(String::as_str)
-            .chain(messages.iter().map(|m| m.content.as_str())),
-    );
     let mut lines = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
+    for (i, entry) in request.covered.iter().enumerate() {
         let turn = request.turn_numbers.get(i).copied().unwrap_or(0);
+        let m = request.redactor.redact_message(&entry.message);
         let role = m.role.as_str();
         match m.role {
             Role::Tool => {
@@ -237,8 +201,8 @@ pub fn render_transcript(request: &SummaryRequest<'_>) -> String {
                 }
             }
             _ => {
-                let content = one_line(&without_routine(&m.content, &vocabulary));
-                if !content.is_empty() && content != "…" {
+                let content = one_line(&m.content);
+                if !content.is_empty() {
                     lines.push(format!("[turn {turn} · {role}] {content}"));
                 }
                 for call in &m.tool_calls {
