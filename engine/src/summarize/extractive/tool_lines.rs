@@ -279,13 +279,14 @@ fn pass_marker() -> &'static Regex {
 }
 
 /// `line` without a leading log timestamp (`2024-05-14T02:14:55.903Z`, `[12:00:01]`,
-/// `2024-05-14 02:14:55,123`): log lines open with one, and a shape anchored at the start
-/// of a line (`FAIL …`, `error: …`) is then found after it.
+/// `2024-05-14 02:14:55,123`, syslog's `Mar 11 09:31:07`, logcat's `03-11 09:31:07.114`
+/// with its `pid tid level tag:` header): log lines open with one, and a shape anchored at
+/// the start of a line (`FAIL …`, `error: …`) is then found after it.
 fn without_timestamp(line: &str) -> &str {
     static R: OnceLock<Regex> = OnceLock::new();
     let r = R.get_or_init(|| {
         Regex::new(
-            r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ])?\d{2}:\d{2}:\d{2}([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?\s+",
+            r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]|\d{2}-\d{2}\s+|[A-Z][a-z]{2}\s+\d{1,2}\s+)?\d{2}:\d{2}:\d{2}([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?\s+(\d+\s+\d+\s+[VDIWEF]\s+[\w.$/\-]+\s*:\s+)?",
         )
         .expect("static regex")
     });
@@ -650,6 +651,15 @@ mod tests {
         // After its timestamp, a line still opens with its marker.
         assert_eq!(without_timestamp("[12:00:01] error: x"), "error: x");
         assert_eq!(without_timestamp("no stamp here"), "no stamp here");
+        assert_eq!(
+            without_timestamp("Mar 11 09:31:07 host kernel: oops"),
+            "host kernel: oops"
+        );
+        assert_eq!(
+            without_timestamp("03-11 09:31:07.114  1201  1219 E ActivityManager: ANR in app"),
+            "ANR in app"
+        );
+        assert_eq!(without_timestamp("03-11 09:31:07.114 ok"), "ok");
     }
 
     #[test]
