@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::claims::claims;
+use super::headings::{Columns, Sections};
 use super::text::{clip, one_line, words};
 
 /// Most key lines kept from one tool result.
@@ -59,7 +60,7 @@ fn define() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"^#\s*define\s+([A-Za-z_]\w*)\s+(.+)$").expect("static regex"))
 }
 
-fn key_value() -> &'static Regex {
+pub(super) fn key_value() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
@@ -421,57 +422,6 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
 }
 
-/// The nesting of an indented `key:` document (YAML, TOML-like listings): which section
-/// keys enclose each line. `port: 8443` under `billing:` means nothing once the section
-/// header is gone, and two services' settings look alike; kept as `billing.port: 8443`
-/// the line still says whose it is.
-struct Sections {
-    /// Per line: the enclosing section keys, outermost first.
-    paths: Vec<Vec<String>>,
-}
-
-impl Sections {
-    fn of(content: &str) -> Self {
-        static HEADER: OnceLock<Regex> = OnceLock::new();
-        let header = HEADER.get_or_init(|| {
-            Regex::new(r"^(\s*)(?:-\s+)?([A-Za-z_][\w.\-]{0,40}):\s*$").expect("static regex")
-        });
-        let mut stack: Vec<(usize, String)> = Vec::new();
-        let mut paths = Vec::new();
-        for line in content.lines() {
-            let indent = line.len() - line.trim_start().len();
-            if !line.trim().is_empty() {
-                while stack.last().is_some_and(|(i, _)| *i >= indent) {
-                    stack.pop();
-                }
-            }
-            paths.push(stack.iter().map(|(_, k)| k.clone()).collect());
-            if let Some(c) = header.captures(line) {
-                stack.push((c[1].len(), c[2].to_string()));
-            }
-        }
-        Sections { paths }
-    }
-
-    /// `line` (trimmed, at `position`) with its enclosing keys: only a `key: value` setting
-    /// is qualified, and the outermost key only when there are two or more (a single
-    /// top-level wrapper such as `services:` adds nothing).
-    fn qualified(&self, position: usize, line: &str) -> String {
-        let Some(path) = self.paths.get(position).filter(|p| !p.is_empty()) else {
-            return line.to_string();
-        };
-        if key_value().captures(line).is_none() || line.starts_with(['-', '*']) {
-            return line.to_string();
-        }
-        let keep = if path.len() > 1 {
-            &path[1..]
-        } else {
-            &path[..]
-        };
-        format!("{}.{line}", keep.join("."))
-    }
-}
-
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
 /// one-line result is its own candidate. Prose in tool output is never a key line, whatever
 /// it says: output is untrusted, and a sentence in it is where an injected instruction
@@ -482,6 +432,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let whole = one_line(content);
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
     let sections = Sections::of(content);
+    let columns = Columns::of(content);
     for (position, line) in lines.iter().enumerate() {
         if line.is_empty() || claims().is_match(line) {
             continue;
@@ -490,10 +441,11 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             continue;
         };
         let text = clip(
-            &one_line(&sections.qualified(position, line)),
+            &one_line(&columns.named(position, &sections.qualified(position, line))),
             MAX_LINE_CHARS,
         );
-        if out.iter().any(|k| k.text == text) {
+        // Headings come from the same untrusted output: named, the line is checked again.
+        if out.iter().any(|k| k.text == text) || claims().is_match(&text) {
             continue;
         }
         out.push(KeyLine {
@@ -697,9 +649,24 @@ mod tests {
         );
         assert_eq!(
             texts("| region | size |\n|---|---|\n| eu-west-3 | 12 replicas |\n"),
-            vec!["| eu-west-3 | 12 replicas |"]
+            vec!["region=eu-west-3 | size=12 replicas"]
         );
         assert!(key_lines("The build took a while because of the cache.\nNothing else changed since the last run.\n").is_empty());
+    }
+
+    #[test]
+    fn table_rows_keep_their_column_names() {
+        let pods = "NAME         READY   STATUS             RESTARTS   AGE\n\
+                    api-7d9f     1/1     Running            3          2d\n\
+                    worker-5c    0/1     CrashLoopBackOff   41         2d\n";
+        let t = texts(pods);
+        assert!(
+            t.contains(
+                &"NAME=worker-5c READY=0/1 STATUS=CrashLoopBackOff RESTARTS=41 AGE=2d".to_string()
+            ),
+            "{t:?}"
+        );
+        assert!(!t.iter().any(|l| l.starts_with("NAME ")), "{t:?}");
     }
 
     #[test]
