@@ -133,7 +133,12 @@ pub(super) fn write(
         used += est.count_text(&line) + 1;
         fixed.push(line);
     }
-    let mut seen = HashSet::new();
+    // The file in flight has its own line; listed again it would only cost room.
+    let mut seen: HashSet<&str> = items
+        .iter()
+        .filter(|it| it.tag == "in-flight")
+        .map(|it| it.text.as_str())
+        .collect();
     let mut recent: Vec<&str> = Vec::new();
     for f in files.iter().rev() {
         if recent.len() == MAX_FILES {

@@ -8,6 +8,13 @@
 //! answerable; the occurrences in between go, so a long routine cannot evict a rare rule.
 //! The older kept occurrences rank a little below the newest.
 //!
+//! A **count** is different: a user sentence said three or more times whose one changing
+//! number steps by one (`Review driver file 6.`, `… file 7.`, `… file 8.`) is a loop
+//! over numbered work, and its older occurrences say no more than where the loop started.
+//! Only its newest stays, as ordinary prose (or as the task, when it is the current
+//! request): a loop of forty turns would otherwise hold three lines of a small summary.
+//! A number inside a name (`web-2`, `lsm6dso_3.c`) is not a count: those occurrences stay.
+//!
 //! An occurrence is a source (one message or previous-summary line), not an item: the parts
 //! of one request share a key without being repetitions. Identical text outside user
 //! messages (the same tool line read twice, the same acknowledgement) carries no turn-
@@ -15,10 +22,43 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::Item;
+use super::{Item, Section};
 
 /// Rank given up by the first kept older occurrence, and by the second.
 const OLDER_PENALTY: [i64; 2] = [8, 12];
+
+/// Fewest occurrences that make a count.
+const COUNT_OCCURRENCES: usize = 3;
+
+/// The numbers of `text` that stand alone as words (`file 12.`, `attempt 3,`), in order.
+fn standalone_numbers(text: &str) -> Vec<u64> {
+    text.split_whitespace()
+        .map(|t| t.trim_matches(|c: char| ".,;:!?()[]\"'`".contains(c)))
+        .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()))
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
+/// Whether occurrences (their texts, in order) count: one standalone number changes,
+/// never decreases, and steps by exactly one at least twice.
+fn is_count(texts: &[&str]) -> bool {
+    if texts.len() < COUNT_OCCURRENCES {
+        return false;
+    }
+    let numbers: Vec<Vec<u64>> = texts.iter().map(|t| standalone_numbers(t)).collect();
+    let len = numbers[0].len();
+    if len == 0 || numbers.iter().any(|n| n.len() != len) {
+        return false;
+    }
+    let changing: Vec<usize> = (0..len)
+        .filter(|&i| numbers.iter().any(|n| n[i] != numbers[0][i]))
+        .collect();
+    let [i] = changing[..] else {
+        return false;
+    };
+    let steps: Vec<(u64, u64)> = numbers.windows(2).map(|w| (w[0][i], w[1][i])).collect();
+    steps.iter().all(|(a, b)| b > a) && steps.iter().filter(|(a, b)| *b == a + 1).count() >= 2
+}
 
 /// Whether an item is something the user said.
 fn user_said(it: &Item) -> bool {
@@ -40,16 +80,32 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             }
         }
     }
+    // The text of each occurrence (its first item).
+    let mut text_of: HashMap<(&str, usize), &str> = HashMap::new();
+    for it in &items {
+        if let Some(g) = it.group.as_deref() {
+            text_of.entry((g, it.source)).or_insert(it.text.as_str());
+        }
+    }
     // (group, source) → rank given up; absent → dropped.
     let mut kept: HashMap<(String, usize), i64> = HashMap::new();
+    let mut counts: HashSet<String> = HashSet::new();
     for (group, mut list) in occurrences {
         list.sort_unstable();
         let n = list.len();
         let user = group.starts_with("user:");
+        let texts: Vec<&str> = list
+            .iter()
+            .map(|&(_, src)| text_of.get(&(group, src)).copied().unwrap_or(""))
+            .collect();
+        let count = user && is_count(&texts);
+        if count {
+            counts.insert(group.to_string());
+        }
         for (k, &(_, src)) in list.iter().enumerate() {
             let penalty = if k + 1 == n {
                 Some(0)
-            } else if newest_only && user {
+            } else if (newest_only || count) && user {
                 None
             } else if k < OLDER_PENALTY.len() {
                 Some(OLDER_PENALTY[k])
@@ -83,6 +139,11 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             };
             let mut it = it.clone();
             it.score -= penalty;
+            if it.section == Section::Statements
+                && it.group.as_ref().is_some_and(|g| counts.contains(g))
+            {
+                it.section = Section::Other;
+            }
             Some(it)
         })
         .collect()
@@ -95,5 +156,34 @@ impl Item {
             "tool" | "command" => "tool",
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_counter_is_a_count_and_values_are_not() {
+        assert!(is_count(&[
+            "Review driver file 6 of the HAL.",
+            "Review driver file 7 of the HAL.",
+            "Review driver file 8 of the HAL.",
+        ]));
+        // A counter that skips (a previous summary kept the first two) still counts.
+        assert!(is_count(&[
+            "Check 1.", "Check 2.", "Check 6.", "Check 7.", "Check 8."
+        ]));
+        // Seeds, ports and versions are values, not a count.
+        assert!(!is_count(&["Seed 41.", "Seed 52.", "Seed 97."]));
+        // Two changing numbers, or a number inside a name, are not a count either.
+        assert!(!is_count(&["Run 1 on 10.", "Run 2 on 20.", "Run 3 on 30."]));
+        assert!(!is_count(&[
+            "Deploy web-1.",
+            "Deploy web-2.",
+            "Deploy web-3."
+        ]));
+        // Two occurrences are not a loop.
+        assert!(!is_count(&["Part 1.", "Part 2."]));
     }
 }

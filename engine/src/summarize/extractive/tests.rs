@@ -623,3 +623,23 @@ fn a_rule_listed_with_rules_survives_without_a_modal() {
         .expect("kept");
     assert!(matches!(tls.section, Section::Statements), "{tls:?}");
 }
+
+#[test]
+fn a_numbered_loop_keeps_its_newest_turn_only() {
+    let mut msgs = vec![
+        Message::user("Deploy to canary-7 first, then to the fleet."),
+        Message::assistant("Deployed to canary-7."),
+    ];
+    let mut turns = vec![1, 1];
+    work(2, 12, &mut msgs, &mut turns);
+    msgs.push(Message::user("Summarize what changed."));
+    msgs.push(Message::assistant("Twelve modules were tidied."));
+    turns.extend([14, 14]);
+    let s = run(msgs, turns, 400, &[]);
+    assert!(s.contains("Tidy up module 13."), "{s}");
+    assert!(
+        !s.contains("Tidy up module 2.") && !s.contains("Tidy up module 3."),
+        "{s}"
+    );
+    assert!(s.contains("canary-7"), "{s}");
+}

@@ -297,6 +297,21 @@ fn without_timestamp(line: &str) -> &str {
     }
 }
 
+/// `line` without a leading location (`src/db.rs:42:`, `Config/Release.xcconfig:3:`,
+/// `Shop/Info.plist: `): `grep -n`, `rg` and compilers put the file (and line) first, and
+/// what follows is the line itself — a setting is still a setting when grep found it.
+fn without_location(line: &str) -> &str {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let r = R.get_or_init(|| {
+        Regex::new(r"^(?:[^\s:]*/[^\s:]*|[^\s:/]+\.[A-Za-z]\w*)(?::\d+){0,2}(?::\s*|-\s+)")
+            .expect("static regex")
+    });
+    match r.find(line) {
+        Some(m) if m.end() < line.len() => &line[m.end()..],
+        _ => line,
+    }
+}
+
 /// How many measurements a line reports: a number with its unit (`18240 rows/s`,
 /// `1.91 MB`, `812ms`, `3.2%`, `1520 ns/op`, `2.5x`). Benchmark, timing and size reports
 /// are lines of these, and what was measured is what an agent compares later.
@@ -348,7 +363,7 @@ fn value_line(line: &str, n: usize) -> bool {
 
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
-    let line = without_timestamp(line);
+    let line = without_location(without_timestamp(line));
     let n = words(line);
     let mut best = 0i64;
     let mut kinds = 0i64;
@@ -412,10 +427,11 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if n <= 12 && names_path(line) {
         take(2, false, &mut best);
     }
-    if best == 0 {
+    // A statement outranks a bare path or flag (a row naming its file is still a row).
+    if best < 4 {
         if let Some(s) = statement(line, n) {
             take(s, false, &mut best);
-        } else if value_line(line, n) {
+        } else if best == 0 && value_line(line, n) {
             take(2, false, &mut best);
         }
     }
@@ -612,6 +628,32 @@ mod tests {
             "ANR in app"
         );
         assert_eq!(without_timestamp("03-11 09:31:07.114 ok"), "ok");
+        // grep's location is not part of the line either.
+        assert_eq!(
+            without_location("Config/Release.xcconfig:3:API_HOST = api.acmeshop.io"),
+            "API_HOST = api.acmeshop.io"
+        );
+        assert_eq!(
+            without_location("src/db.rs:42:    let x = 1;"),
+            "let x = 1;"
+        );
+        assert_eq!(
+            without_location("Shop/Info.plist: Version = 3"),
+            "Version = 3"
+        );
+        assert_eq!(
+            without_location("Hardware Model: iPhone15,3"),
+            "Hardware Model: iPhone15,3"
+        );
+        assert_eq!(without_location("https://a.io/x: ok"), "https://a.io/x: ok");
+        assert_eq!(
+            texts("Config/Debug.xcconfig:3:API_HOST = localhost:8443\nsee also notes\n"),
+            vec!["Config/Debug.xcconfig:3:API_HOST = localhost:8443"]
+        );
+        assert!(
+            key_lines("Shop/Info.plist: CFBundleVersion = 1893\n")[0].score
+                > key_lines("Hardware Model: iPhone15,3\n")[0].score
+        );
     }
 
     #[test]
