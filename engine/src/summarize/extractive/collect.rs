@@ -20,6 +20,8 @@ use super::tool_lines::{
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
+/// Summary size from which the newest call of every tool keeps its whole invocation.
+const LONG_LABELS_FROM_TOKENS: u64 = 800;
 /// Characters of tool result per key line it may contribute (about 150 tokens).
 const CHARS_PER_KEY_LINE: usize = 600;
 /// Most key lines kept from a tool result that is data (mostly key lines).
@@ -126,11 +128,16 @@ pub(super) fn collect(
     }
     // The last command is task state ("what did you run last?"): its label keeps the
     // whole invocation (up to a bound), not the short form every other call gets. So does
-    // the newest call of each tool — the last shell command is often followed by reads.
+    // the newest call of each tool — the last shell command is often followed by reads —
+    // when the summary has room for it: a long label is repeated on every line of its
+    // result, and in a small summary it costs what a value would.
     let last_batch = last_call_message
         .into_iter()
         .flat_map(|i| messages[i].tool_calls.iter());
-    for call in newest_of_tool.into_values().chain(last_batch) {
+    let newest_of_tool = newest_of_tool
+        .into_values()
+        .filter(|_| req.target_tokens >= LONG_LABELS_FROM_TOKENS);
+    for call in newest_of_tool.chain(last_batch) {
         labels.insert(
             call.id.as_str(),
             call_label_long(&call.name, &call.arguments),
@@ -297,6 +304,25 @@ pub(super) fn collect(
                         let key = sentence_list.get(k).map_or(part.as_str(), String::as_str);
                         if claims().is_match(&part) || claims().is_match(key) {
                             items.push(Item::omission(turn, "request", seq, source));
+                            continue;
+                        }
+                        if part.chars().count() > limit {
+                            // A part the task share cannot hold whole competes, whole, as
+                            // what the user said: cut to its share it would keep neither
+                            // its value nor its sense.
+                            let (section, score) = user_rank(&part, false);
+                            items.push(Item {
+                                section,
+                                turn,
+                                tag: "user",
+                                seq,
+                                text: clip(&part, MAX_SENTENCE_CHARS),
+                                score,
+                                source,
+                                label: None,
+                                group: Some(format!("user:{}", occurrence_key(key))),
+                                whole: false,
+                            });
                             continue;
                         }
                         items.push(Item {

@@ -8,11 +8,13 @@
 //! answerable; the occurrences in between go, so a long routine cannot evict a rare rule.
 //! The older kept occurrences rank a little below the newest.
 //!
-//! A **count** is different: a user sentence said three or more times whose one changing
-//! number steps by one (`Review driver file 6.`, `… file 7.`, `… file 8.`) is a loop
-//! over numbered work, and its older occurrences say no more than where the loop started.
-//! Only its newest stays, as ordinary prose (or as the task, when it is the current
-//! request): a loop of forty turns would otherwise hold three lines of a small summary.
+//! A **count** is different: a user or assistant sentence said three or more times whose
+//! one changing number steps by one (`Review driver file 6.`, `… file 7.`, `… file 8.`;
+//! `File 7: nothing to change.`) is a loop over numbered work, and its older occurrences
+//! say no more than where the loop started.
+//! Only its newest stays, as ordinary prose ranked below any one-off remark (or as the
+//! task, when it is the current request): a loop of forty turns would otherwise hold
+//! three lines of a small summary.
 //! A number inside a name (`web-2`, `lsm6dso_3.c`) is not a count: those occurrences stay.
 //!
 //! An occurrence is a source (one message or previous-summary line), not an item: the parts
@@ -29,6 +31,9 @@ const OLDER_PENALTY: [i64; 2] = [8, 12];
 
 /// Fewest occurrences that make a count.
 const COUNT_OCCURRENCES: usize = 3;
+
+/// Rank a count's newest occurrence gives up: it is routine, below a one-off remark.
+const COUNT_PENALTY: i64 = 30;
 
 /// The numbers of `text` that stand alone as words (`file 12.`, `attempt 3,`), in order.
 fn standalone_numbers(text: &str) -> Vec<u64> {
@@ -98,14 +103,14 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             .iter()
             .map(|&(_, src)| text_of.get(&(group, src)).copied().unwrap_or(""))
             .collect();
-        let count = user && is_count(&texts);
+        let count = (user || group.starts_with("assistant:")) && is_count(&texts);
         if count {
             counts.insert(group.to_string());
         }
         for (k, &(_, src)) in list.iter().enumerate() {
             let penalty = if k + 1 == n {
                 Some(0)
-            } else if (newest_only || count) && user {
+            } else if (newest_only && user) || count {
                 None
             } else if k < OLDER_PENALTY.len() {
                 Some(OLDER_PENALTY[k])
@@ -139,10 +144,11 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             };
             let mut it = it.clone();
             it.score -= penalty;
-            if it.section == Section::Statements
+            if matches!(it.section, Section::Statements | Section::Answers)
                 && it.group.as_ref().is_some_and(|g| counts.contains(g))
             {
                 it.section = Section::Other;
+                it.score -= COUNT_PENALTY;
             }
             Some(it)
         })

@@ -157,6 +157,17 @@ fn declaration(key: &str) -> bool {
     matches!((words.next(), words.next()), (Some(first), Some(_)) if KEYWORDS.contains(&first))
 }
 
+/// A planned or applied change of a setting (`~ allocated_storage = 200 -> 400` in a
+/// Terraform plan, `replicas: 3 → 5`, `timeout_ms = "1500" => "3000"`): the name and both
+/// values, literals. What a plan or a migration will set is what an agent is asked later.
+fn change() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r#"^[~+\-/!\s]*["']?([A-Za-z_][\w.\-\[\]"']{0,60}?)["']?\s*(?:=|:)\s*(\S.{0,60}?)\s*(?:->|→|=>)\s*(\S.{0,60}?)\s*(?:#.*)?$"#)
+            .expect("static regex")
+    })
+}
+
 /// Whether a right-hand side or value is a literal (number, quoted string, boolean, version,
 /// path, constant name) rather than an expression or prose.
 fn literal(value: &str) -> bool {
@@ -373,7 +384,12 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
         kinds += 1;
         verification |= verify;
     };
-    if let Some(c) = assignment()
+    if change()
+        .captures(line)
+        .is_some_and(|c| literal(&c[2]) && literal(&c[3]))
+    {
+        take(8, false, &mut best);
+    } else if let Some(c) = assignment()
         .captures(line)
         .or_else(|| define().captures(line))
     {
@@ -694,6 +710,21 @@ mod tests {
             vec!["region=eu-west-3 | size=12 replicas"]
         );
         assert!(key_lines("The build took a while because of the cache.\nNothing else changed since the last run.\n").is_empty());
+    }
+
+    #[test]
+    fn planned_changes_are_key_lines() {
+        let plan = "  # aws_db_instance.main will be updated in-place\n\
+                    ~ resource \"aws_db_instance\" \"main\" {\n\
+                          id                = \"prod-pg\"\n\
+                        ~ allocated_storage = 200 -> 400\n\
+                        ~ tags              = {\n\
+                        # (58 unchanged attributes hidden)\n    }\n";
+        let k = key_lines(plan);
+        assert_eq!(k[0].text, "~ allocated_storage = 200 -> 400", "{k:?}");
+        assert!(key_lines("replicas: 3 → 5\n")[0].score >= 8);
+        // An expression on either side is code, not a change.
+        assert!(key_lines("f = |x| x -> y\n").iter().all(|k| k.score < 8));
     }
 
     #[test]
