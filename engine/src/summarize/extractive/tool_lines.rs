@@ -30,7 +30,7 @@ const SHORT_RESULT_CHARS: usize = 100;
 /// Most words of a short result.
 const SHORT_RESULT_WORDS: usize = 12;
 /// Longest call label (`name(args)`), in characters.
-const MAX_LABEL_CHARS: usize = 100;
+const MAX_LABEL_CHARS: usize = 72;
 
 /// One candidate line of a tool result.
 #[derive(Debug, Clone, PartialEq)]
@@ -454,6 +454,20 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
 }
 
+/// A heading that opens a list of what failed (`Failed examples:`, `failures:`,
+/// `Failing tests:`): rspec, cargo test and others list the failures under one, a line
+/// each, and those lines carry no failure marker of their own.
+fn failure_heading() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)^(failed|failing|failures?|errors?)(\s+(examples?|tests?|specs?|cases?))?\s*:\s*$")
+            .expect("static regex")
+    })
+}
+
+/// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
+const FAILED_ITEM: i64 = 10;
+
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
 /// one-line result is its own candidate. Prose in tool output is never a key line, whatever
 /// it says: output is untrusted, and a sentence in it is where an injected instruction
@@ -465,11 +479,37 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
     let sections = Sections::of(content);
     let columns = Columns::of(content);
+    // Under a failure heading: whether an item has been listed yet (the blank line right
+    // after the heading does not end the list; one after its items does).
+    let mut under_failures: Option<bool> = None;
     for (position, line) in lines.iter().enumerate() {
-        if line.is_empty() || claims().is_match(line) {
+        if line.is_empty() {
+            if under_failures == Some(true) {
+                under_failures = None;
+            }
             continue;
         }
-        let Some((score, verification)) = score_line(line) else {
+        if failure_heading().is_match(line) {
+            // The heading says nothing itself; the items under it are what failed.
+            under_failures = Some(false);
+            continue;
+        }
+        let listed = under_failures.is_some();
+        if listed {
+            under_failures = Some(true);
+        }
+        if claims().is_match(line) {
+            continue;
+        }
+        let scored = score_line(line);
+        let Some((score, verification)) = (if listed && words(line) <= 40 {
+            Some((
+                scored.map_or(FAILED_ITEM, |(s, _)| s.max(FAILED_ITEM)),
+                true,
+            ))
+        } else {
+            scored
+        }) else {
             continue;
         };
         let text = clip(
@@ -544,9 +584,11 @@ struct LabelLimits {
 }
 
 impl LabelLimits {
+    // Short: a label is repeated on every line of its result, and in a small summary a
+    // long one costs what a value would.
     const SHORT: LabelLimits = LabelLimits {
-        single: 60,
-        each: 40,
+        single: 48,
+        each: 32,
         total: MAX_LABEL_CHARS,
     };
     const LONG: LabelLimits = LabelLimits {
@@ -554,6 +596,18 @@ impl LabelLimits {
         each: 120,
         total: 320,
     };
+}
+
+/// An argument clipped to `max` characters: a path keeps its end (the file name tells
+/// `envs/prod/main.tf` from `envs/dev/main.tf`), anything else its beginning.
+fn clip_argument(v: &str, max: usize) -> String {
+    let n = v.chars().count();
+    if n > max && v.contains('/') && !v.contains(char::is_whitespace) {
+        let tail: String = v.chars().skip(n - max).collect();
+        format!("…{tail}")
+    } else {
+        clip(v, max)
+    }
 }
 
 fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) -> String {
@@ -567,11 +621,11 @@ fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) 
             .unwrap_or_default(),
     };
     let args = match pairs.as_slice() {
-        [(_, v)] => clip(v, limits.single),
+        [(_, v)] => clip_argument(v, limits.single),
         many => many
             .iter()
             .take(3)
-            .map(|(k, v)| format!("{k}={}", clip(v, limits.each)))
+            .map(|(k, v)| format!("{k}={}", clip_argument(v, limits.each)))
             .collect::<Vec<_>>()
             .join(", "),
     };
@@ -713,6 +767,24 @@ mod tests {
     }
 
     #[test]
+    fn failures_listed_under_a_heading_are_failures() {
+        let rspec = "Finished in 4 minutes 12.6 seconds (files took 9.81 seconds to load)\n\
+                     3214 examples, 3 failures, 12 pending\n\nFailed examples:\n\n\
+                     rspec ./spec/models/invoice_spec.rb:142 # Invoice#total rounds half to even\n\
+                     rspec ./spec/system/checkout_spec.rb:210 # Checkout completes\n";
+        let k = top_lines(rspec, 3);
+        assert!(
+            k.iter().all(|l| !l.text.starts_with("Failed examples")),
+            "{k:?}"
+        );
+        let spec = k
+            .iter()
+            .find(|l| l.text.contains("invoice_spec.rb:142"))
+            .unwrap_or_else(|| panic!("{k:?}"));
+        assert!(spec.verification);
+    }
+
+    #[test]
     fn planned_changes_are_key_lines() {
         let plan = "  # aws_db_instance.main will be updated in-place\n\
                     ~ resource \"aws_db_instance\" \"main\" {\n\
@@ -820,6 +892,11 @@ mod tests {
         );
         assert_eq!(l, "run(cmd=cargo test [all], cwd=/w)");
         assert_eq!(call_label("list", &serde_json::json!({})), "list()");
+        let l = call_label(
+            "read_file",
+            &serde_json::json!({"path": "feature-promo/src/main/res/layout/promo_item_5.xml.bak"}),
+        );
+        assert!(l.ends_with("layout/promo_item_5.xml.bak)"), "{l}");
     }
 
     #[test]
