@@ -191,31 +191,28 @@ impl Columns {
         let Some(Some(h)) = self.headers.get(position) else {
             return line.to_string();
         };
-        let named = if h.piped {
-            let Some(cells) = pipe_cells(line) else {
-                return line.to_string();
-            };
-            if cells.len() != h.names.len() {
-                return line.to_string();
+        let (cells, joiner): (Vec<String>, &str) = if h.piped {
+            match pipe_cells(line) {
+                Some(cells) => (cells, " | "),
+                None => return line.to_string(),
             }
-            h.names
-                .iter()
-                .zip(&cells)
-                .map(|(n, c)| format!("{n}={c}"))
-                .collect::<Vec<_>>()
-                .join(" | ")
         } else {
             let tokens: Vec<&str> = line.split_whitespace().collect();
-            if tokens.len() != h.names.len() || !has_value(&tokens) {
+            if !has_value(&tokens) {
                 return line.to_string();
             }
-            h.names
-                .iter()
-                .zip(&tokens)
-                .map(|(n, t)| format!("{n}={t}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+            (tokens.iter().map(|t| t.to_string()).collect(), " ")
         };
+        if cells.len() != h.names.len() {
+            return line.to_string();
+        }
+        let named = h
+            .names
+            .iter()
+            .zip(&cells)
+            .map(|(n, c)| format!("{n}={c}"))
+            .collect::<Vec<_>>()
+            .join(joiner);
         if named.chars().count() > MAX_LINE_CHARS {
             return line.to_string();
         }
