@@ -47,9 +47,7 @@ mod tool_lines;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
-
-use ctxbench_adapters::{Provider, Role};
+use ctxbench_adapters::Provider;
 
 use super::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
 use crate::mutants::Mutation;
@@ -66,11 +64,6 @@ pub(crate) fn names_a_value(sentence: &str) -> bool {
     text::specifics(sentence) > 0
 }
 use text::{archive_refs, MAX_SENTENCE_CHARS};
-
-/// Rank per term a tool line shares with its turn's conversation…
-const SHARED_BONUS: i64 = 5;
-/// …for at most this many terms.
-const MAX_SHARED_CREDIT: usize = 2;
 pub(crate) use tool_lines::top_lines as tool_key_lines;
 
 /// Whether at least half the lines of a tool result are key lines: data to keep, not
@@ -315,27 +308,10 @@ fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
             .map(|it| it.text.as_str())
             .chain(req.covered.iter().map(|e| e.message.content.as_str())),
     );
-    // What the user and the agent said in each turn: a tool line sharing its terms is
-    // what the turn was about.
-    let mut conversation: HashMap<usize, HashSet<String>> = HashMap::new();
-    for (e, &turn) in req.covered.iter().zip(req.turn_numbers) {
-        if matches!(e.message.role, Role::User | Role::Assistant) {
-            conversation
-                .entry(turn)
-                .or_default()
-                .extend(novelty::word_set(&e.message.content));
-        }
-    }
     let collected = collect::collect(req, broken, previous, seq);
     let mut items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
     for it in &mut items {
         vocabulary.rank(it);
-        if it.tag == "tool" {
-            if let Some(context) = conversation.get(&it.turn) {
-                let shared = vocabulary.shared(&it.text, context).min(MAX_SHARED_CREDIT);
-                it.score += SHARED_BONUS * shared as i64;
-            }
-        }
     }
     layout::write(
         req,

@@ -27,16 +27,9 @@ const COMMON_FRACTION: usize = 200;
 const MIN_ROUTINE_WORDS: usize = 4;
 /// Rank a routine sentence gives up.
 const ROUTINE_PENALTY: i64 = 25;
-/// A word in at least one in this many units is used everywhere (see [`Vocabulary::shared`]).
-const EVERYWHERE_FRACTION: usize = 20;
 /// Rank per rare word (at most [`MAX_RARE_CREDIT`] of them).
 const RARE_BONUS: i64 = 3;
 const MAX_RARE_CREDIT: usize = 3;
-
-/// The distinct words of `s` (see [`words`]).
-pub(super) fn word_set(s: &str) -> HashSet<String> {
-    words(s).collect()
-}
 
 /// The words of `s`: lowercase runs of letters, digits and `_`, of two characters or more
 /// (or containing a digit).
@@ -78,20 +71,6 @@ impl Vocabulary {
     fn common(&self, word: &str) -> bool {
         let threshold = MIN_COMMON_UNITS.max(self.units / COMMON_FRACTION);
         self.frequency.get(word).is_some_and(|&n| n >= threshold)
-    }
-
-    /// How many distinct words of `line` also occur in `context` (what the user and the
-    /// agent said in its turn), not counting short words and words the whole session uses
-    /// everywhere. A line that answers what was asked (`repo1-s3-bucket=…` after "where
-    /// do the backups go, which bucket?") shares its terms with the turn's conversation;
-    /// the settings around it do not.
-    pub(super) fn shared(&self, line: &str, context: &HashSet<String>) -> usize {
-        let everywhere = (self.units / EVERYWHERE_FRACTION).max(2 * MIN_COMMON_UNITS);
-        words(line)
-            .filter(|w| w.chars().count() >= 3 && context.contains(w))
-            .filter(|w| self.frequency.get(w).is_none_or(|&n| n < everywhere))
-            .collect::<HashSet<_>>()
-            .len()
     }
 
     /// (distinct rare words, words) of `s`.

@@ -643,24 +643,3 @@ fn a_numbered_loop_keeps_its_newest_turn_only() {
     );
     assert!(s.contains("canary-7"), "{s}");
 }
-
-#[test]
-fn the_setting_a_turn_asked_about_outranks_its_neighbours() {
-    let conf = "[global]\nrepo1-type=s3\nrepo1-path=/pgbackrest\nrepo1-s3-endpoint=s3.eu-central-1.amazonaws.com\n\
-                repo1-s3-region=eu-central-1\nrepo1-s3-bucket=acme-pg-backups-euc1\nrepo1-retention-full=4\n\
-                process-max=8\nlog-level-console=info\nstart-fast=y\ndelta=y\n";
-    let mut msgs = vec![
-        Message::user("Which bucket do the backups land in? Read the config."),
-        calls(vec![call(
-            "b1",
-            "read_file",
-            serde_json::json!({"path": "/etc/pgbackrest/pgbackrest.conf"}),
-        )]),
-        Message::tool_result("b1", conf),
-        Message::assistant("That is the bucket; it is in the same region as the cluster."),
-    ];
-    let mut turns = vec![1; 4];
-    work(2, 12, &mut msgs, &mut turns);
-    let s = run(msgs, turns, 220, &[]);
-    assert!(s.contains("repo1-s3-bucket=acme-pg-backups-euc1"), "{s}");
-}
