@@ -94,8 +94,8 @@ fn pipe_cells(line: &str) -> Option<Vec<String>> {
     )
 }
 
-/// A separator row (`|---|:--:|`).
-fn separator(line: &str) -> bool {
+/// A Markdown separator row (`|---|:--:|`, `|--+--|`).
+pub(super) fn separator(line: &str) -> bool {
     let t = line.trim();
     t.contains('-') && t.chars().all(|c| "|-: +".contains(c))
 }

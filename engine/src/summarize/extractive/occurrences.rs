@@ -74,8 +74,10 @@ fn user_said(it: &Item) -> bool {
 /// `keep-newest-occurrence-only`): of a user sentence said several times only the newest
 /// occurrence stays.
 pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<Item> {
-    // Occurrences of each group, as sources in conversation order.
+    // Occurrences of each group, as sources in conversation order, and the text of each
+    // occurrence (its first item).
     let mut occurrences: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    let mut text_of: HashMap<(&str, usize), &str> = HashMap::new();
     for it in &items {
         if let Some(g) = it.group.as_deref() {
             let list = occurrences.entry(g).or_default();
@@ -83,12 +85,6 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
                 Some(entry) => entry.0 = entry.0.min(it.seq),
                 None => list.push((it.seq, it.source)),
             }
-        }
-    }
-    // The text of each occurrence (its first item).
-    let mut text_of: HashMap<(&str, usize), &str> = HashMap::new();
-    for it in &items {
-        if let Some(g) = it.group.as_deref() {
             text_of.entry((g, it.source)).or_insert(it.text.as_str());
         }
     }

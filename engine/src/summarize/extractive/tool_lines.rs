@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::claims::claims;
-use super::headings::{Columns, Sections};
+use super::headings::{separator, Columns, Sections};
 use super::text::{clip, one_line, words};
 
 /// Most key lines kept from one tool result.
@@ -219,7 +219,7 @@ fn statement(line: &str, n: usize) -> Option<i64> {
     let row = line.trim();
     let cells;
     let line = if row.len() > 2 && row.starts_with('|') && row.ends_with('|') {
-        if row.chars().all(|c| "|-: ".contains(c)) {
+        if separator(row) {
             return None;
         }
         cells = row.trim_matches('|').replace('|', " ; ");
@@ -512,12 +512,13 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         }) else {
             continue;
         };
-        let text = clip(
-            &one_line(&columns.named(position, &sections.qualified(position, line))),
-            MAX_LINE_CHARS,
-        );
-        // Headings come from the same untrusted output: named, the line is checked again.
-        if out.iter().any(|k| k.text == text) || claims().is_match(&text) {
+        let headed = columns.named(position, &sections.qualified(position, line));
+        // Headings come from the same untrusted output: a line they changed is checked again.
+        if headed != *line && claims().is_match(&headed) {
+            continue;
+        }
+        let text = clip(&one_line(&headed), MAX_LINE_CHARS);
+        if out.iter().any(|k| k.text == text) {
             continue;
         }
         out.push(KeyLine {
