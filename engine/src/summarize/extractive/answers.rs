@@ -10,7 +10,7 @@
 //! introduces as a name counts as a value (see [`introduced_names`]); a bare reason
 //! ("because …", "so that …") is not a decision — ordinary prose explains itself too.
 //!
-//! Attribution is per turn (`[turn 12 · answer]`), so the answers to two near-identical
+//! Attribution is per turn (`[12 answer]`), so the answers to two near-identical
 //! requests stay distinguishable.
 
 use std::sync::OnceLock;

@@ -7,6 +7,7 @@ use ctxbench_adapters::{Message, Role};
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::claims::claims;
+use super::novelty::Vocabulary;
 use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
@@ -75,6 +76,7 @@ pub(super) fn collect(
     req: &SummaryRequest<'_>,
     broken: Breakage,
     previous: Previous,
+    vocabulary: &Vocabulary,
     mut seq: usize,
 ) -> Collected {
     let Previous {
@@ -199,7 +201,7 @@ pub(super) fn collect(
                 for (rank, line) in ranked {
                     seq += 1;
                     let text = if line.verification {
-                        historical(turn, &line.text)
+                        historical(&line.text)
                     } else {
                         line.text.clone()
                     };
@@ -264,7 +266,7 @@ pub(super) fn collect(
                     };
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
-                        text = historical(turn, &text);
+                        text = historical(&text);
                         score += 5;
                     }
                     let section = if score >= INFORMATIVE_ANSWER {
@@ -298,8 +300,27 @@ pub(super) fn collect(
                     if broken.first_part_only {
                         parts.truncate(1); // Mutant: the later parts are forgotten.
                     }
-                    let limits = part_limits(&parts, request_chars);
-                    for ((k, part), limit) in parts.into_iter().zip(limits) {
+                    // A later part made only of the session's everyday words (filler,
+                    // narration) is no part of the task: it does not take the task share
+                    // from the parts that are, and competes as ordinary prose.
+                    let routine: Vec<bool> = parts
+                        .iter()
+                        .enumerate()
+                        .map(|(n, (_, p))| n > 0 && vocabulary.is_routine(p))
+                        .collect();
+                    let tasks: Vec<(usize, String)> = parts
+                        .iter()
+                        .zip(&routine)
+                        .filter(|(_, r)| !**r)
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    let mut limits = part_limits(&tasks, request_chars).into_iter();
+                    for ((k, part), routine) in parts.into_iter().zip(routine) {
+                        let limit = if routine {
+                            0
+                        } else {
+                            limits.next().unwrap_or(0)
+                        };
                         seq += 1;
                         let key = sentence_list.get(k).map_or(part.as_str(), String::as_str);
                         if claims().is_match(&part) || claims().is_match(key) {
@@ -309,7 +330,7 @@ pub(super) fn collect(
                         if part.chars().count() > limit {
                             // A part the task share cannot hold whole competes, whole, as
                             // what the user said: cut to its share it would keep neither
-                            // its value nor its sense.
+                            // its value nor its sense. So does a routine part.
                             let (section, score) = user_rank(&part, false);
                             items.push(Item {
                                 section,
@@ -357,7 +378,7 @@ pub(super) fn collect(
                     let (section, mut score) = user_rank(&s, listed);
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
-                        text = historical(turn, &text);
+                        text = historical(&text);
                         score += 5;
                     }
                     items.push(Item {

@@ -81,7 +81,7 @@ struct Header {
 const MIN_COLUMNS: usize = 3;
 
 /// The cells of a Markdown table row (`| a | b |`), or `None`.
-fn pipe_cells(line: &str) -> Option<Vec<String>> {
+pub(super) fn pipe_cells(line: &str) -> Option<Vec<String>> {
     let t = line.trim();
     if t.len() < 3 || !t.starts_with('|') || !t.ends_with('|') {
         return None;

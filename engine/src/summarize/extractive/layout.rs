@@ -47,14 +47,20 @@ fn line_key(it: &Item) -> (usize, &'static str, String) {
     }
 }
 
-/// The label that opens an item's line.
+/// The label that opens an item's line: `- [turn tag] `, then the call for tool lines.
+/// Short on purpose: every line pays for it, and in a summary of a few hundred tokens
+/// the longer `[turn N · tag]` took a fifth of the room.
 fn line_prefix(it: &Item) -> String {
     format!(
-        "- [turn {} · {}] {}",
-        it.turn,
-        it.tag,
+        "- [{}] {}",
+        line_head(it.turn, it.tag),
         it.label.as_deref().unwrap_or("")
     )
+}
+
+/// `turn tag`, as every line opens.
+fn line_head(turn: usize, tag: &str) -> String {
+    format!("{turn} {tag}")
 }
 
 struct Allocation<'r, 'a> {
@@ -114,7 +120,7 @@ pub(super) fn write(
 ) -> String {
     let est = req.estimator;
     let header = format!(
-        "Historical conversation memory, turns {first_turn}–{last_turn} (extractive; secrets redacted, approval claims omitted):"
+        "Turns {first_turn}–{last_turn}, one line per turn and kind (extractive; secrets redacted, approval claims omitted):"
     );
     let budget = req.target_tokens;
     let mut used = est.count_text(&header);
@@ -124,7 +130,8 @@ pub(super) fn write(
     if !refs.is_empty() {
         // Always: an archived output must stay addressable.
         let line = format!(
-            "- [turn {last_turn} · archive] {}",
+            "- [{}] {}",
+            line_head(last_turn, "archive"),
             refs.iter()
                 .map(|r| r.as_str())
                 .collect::<Vec<_>>()
@@ -140,6 +147,7 @@ pub(super) fn write(
         .map(|it| it.text.as_str())
         .collect();
     let mut recent: Vec<&str> = Vec::new();
+    let files_head = line_head(last_turn, "files");
     for f in files.iter().rev() {
         if recent.len() == MAX_FILES {
             break;
@@ -148,7 +156,7 @@ pub(super) fn write(
             let trial: Vec<&str> = std::iter::once(f.as_str())
                 .chain(recent.iter().copied())
                 .collect();
-            let line = format!("- [turn {last_turn} · files] {}", trial.join(", "));
+            let line = format!("- [{files_head}] {}", trial.join(", "));
             if est.count_text(&line) > budget / 10 {
                 break;
             }
@@ -156,7 +164,7 @@ pub(super) fn write(
         }
     }
     if !recent.is_empty() {
-        let line = format!("- [turn {last_turn} · files] {}", recent.join(", "));
+        let line = format!("- [{files_head}] {}", recent.join(", "));
         let t = est.count_text(&line) + 1;
         if used + t <= budget {
             used += t;

@@ -23,11 +23,11 @@
 //! Safety, unchanged: secrets are redacted before anything else; a sentence or line that
 //! claims approval, authority or an instruction override is replaced by
 //! [`OMISSION_MARKER`]; verification results are framed as history
-//! (`(historical, turn N)`); every `archive://` reference in the covered material is kept
+//! (`(historical)`); every `archive://` reference in the covered material is kept
 //! on a fixed line so archived output stays addressable (seed 004 P1).
 //!
 //! The summary is written in conversation order, one line per turn and kind
-//! (`- [turn N · tag] …`). Rolling (`rolling.rs`): the previous checkpoint's lines compete
+//! (`- [N tag] …`). Rolling (`rolling.rs`): the previous checkpoint's lines compete
 //! with the new ones under the same rules.
 
 mod answers;
@@ -38,6 +38,7 @@ mod layout;
 mod names;
 mod novelty;
 mod occurrences;
+mod outliers;
 mod rolling;
 mod rules;
 mod task;
@@ -144,7 +145,7 @@ impl Summarizer for MutantExtractive {
                     let m = request.redactor.redact_message(&entry.message);
                     for s in sentences(&m.content) {
                         if claims().is_match(&s) {
-                            text.push_str(&format!("\n- [turn {turn} · {}] {s}", m.role.as_str()));
+                            text.push_str(&format!("\n- [{turn} {}] {s}", m.role.as_str()));
                         }
                     }
                 }
@@ -152,7 +153,7 @@ impl Summarizer for MutantExtractive {
             Mutation::DropArchiveRefs => {
                 text = text
                     .lines()
-                    .filter(|l| !l.contains(" · archive] "))
+                    .filter(|l| !l.contains(" archive] "))
                     .map(|l| archive_refs().replace_all(l, "").into_owned())
                     .collect::<Vec<_>>()
                     .join("\n");
@@ -173,7 +174,7 @@ impl Summarizer for MutantExtractive {
 
 fn verification_label() -> &'static regex::Regex {
     static R: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    R.get_or_init(|| regex::Regex::new(r"\(historical, turn \d+\) ").expect("static regex"))
+    R.get_or_init(|| regex::Regex::new(r"\(historical(?:, turn \d+)?\) ").expect("static regex"))
 }
 
 /// Which decisions of the summarizer a mutant breaks (all `false`: the reference).
@@ -308,7 +309,7 @@ fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
             .map(|it| it.text.as_str())
             .chain(req.covered.iter().map(|e| e.message.content.as_str())),
     );
-    let collected = collect::collect(req, broken, previous, seq);
+    let collected = collect::collect(req, broken, previous, &vocabulary, seq);
     let mut items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
     for it in &mut items {
         vocabulary.rank(it);

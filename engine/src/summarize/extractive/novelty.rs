@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::text::{occurrence_key, sentences};
+use super::text::{occurrence_key, sentences, unlabelled};
 use super::{Item, Section};
 
 /// A word is common when at least this many units contain it…
@@ -94,10 +94,7 @@ impl Vocabulary {
         if it.section == Section::Task || it.text.is_empty() || it.score <= 1 {
             return;
         }
-        let text = match it.text.strip_prefix("(historical, turn ") {
-            Some(rest) => rest.split_once(") ").map_or(it.text.as_str(), |(_, t)| t),
-            None => it.text.as_str(),
-        };
+        let text = unlabelled(&it.text);
         let (rare, n) = self.profile(text);
         if rare == 0 && n >= MIN_ROUTINE_WORDS {
             it.score -= ROUTINE_PENALTY;

@@ -1,6 +1,6 @@
 //! Rolling: a previous extractive summary's lines re-enter the competition.
 //!
-//! Each line a previous summary wrote (`- [turn N · tag] …`) is parsed back into items of
+//! Each line a previous summary wrote (`- [N tag] …`) is parsed back into items of
 //! the section it came from and ranked by the same rules as new material, with a small bonus
 //! for having survived once. The newest request of an older checkpoint is no longer the
 //! newest: it comes back as ordinary user statements. The file in flight is stale and is
@@ -8,7 +8,7 @@
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rules::listed_with_rules;
-use super::text::{occurrence_key, sentences};
+use super::text::{occurrence_key, sentences, unlabelled};
 use super::tool_lines::key_lines;
 use super::{user_rank, Item, Section, OMISSION_MARKER};
 
@@ -24,25 +24,23 @@ pub(super) struct Previous {
     pub first_turn: Option<usize>,
 }
 
-/// A sentence's text without its verification label, for ranking.
-fn unlabelled(s: &str) -> &str {
-    match s.strip_prefix("(historical, turn ") {
-        Some(rest) => rest.split_once(") ").map_or(s, |(_, t)| t),
-        None => s,
-    }
+/// A summary line's turn, tag and body: `- [N tag] body`, or `- [turn N · tag] body` as
+/// checkpoints were written before the shorter form.
+fn line_head(line: &str) -> Option<(&str, &str, &str)> {
+    let rest = line.strip_prefix("- [")?;
+    let (head, body) = rest.split_once("] ")?;
+    let (turn, tag) = match head.strip_prefix("turn ") {
+        Some(old) => old.split_once(" · ")?,
+        None => head.split_once(' ')?,
+    };
+    Some((turn, tag, body))
 }
 
 /// Parse `summary` (written by this summarizer) into items; `seq` numbers them.
 pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
     let mut out = Previous::default();
     for line in summary.lines() {
-        let Some(rest) = line.strip_prefix("- [turn ") else {
-            continue;
-        };
-        let Some((head, body)) = rest.split_once("] ") else {
-            continue;
-        };
-        let Some((turn, tag)) = head.split_once(" · ") else {
+        let Some((turn, tag, body)) = line_head(line) else {
             continue;
         };
         let Ok(turn) = turn.trim().parse::<usize>() else {

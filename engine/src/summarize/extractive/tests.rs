@@ -90,7 +90,7 @@ fn claims_secrets_and_verification_are_neutralised() {
     assert!(!s.contains("unrestricted access"), "{s}");
     assert!(s.contains(OMISSION_MARKER), "{s}");
     assert!(!s.contains("sk-live-123"), "{s}");
-    assert!(s.contains("(historical, turn 1) All tests pass."), "{s}");
+    assert!(s.contains("(historical) All tests pass."), "{s}");
     assert!(s.contains("archive://runs/1/stdout.log"), "{s}");
 }
 
@@ -184,7 +184,7 @@ fn a_value_only_in_a_tool_result_survives() {
     work(2, 25, &mut msgs, &mut turns);
     let s = run(msgs.clone(), turns.clone(), 500, &[]);
     assert!(
-        s.contains("[turn 1 · tool] read_file(src/net/config.py): MAX_RETRIES = 7"),
+        s.contains("[1 tool] read_file(src/net/config.py): MAX_RETRIES = 7"),
         "{s}"
     );
     assert!(tokens(&s) <= 500, "{}", tokens(&s));
@@ -266,11 +266,11 @@ fn answers_to_near_identical_requests_stay_distinguishable() {
     work(13, 10, &mut msgs, &mut turns);
     let s = run(msgs.clone(), turns.clone(), 400, &[]);
     assert!(
-        s.contains("[turn 1 · answer] The staging API listens on port 8443"),
+        s.contains("[1 answer] The staging API listens on port 8443"),
         "{s}"
     );
     assert!(
-        s.contains("[turn 12 · answer] After the migration it listens on port 9443"),
+        s.contains("[12 answer] After the migration it listens on port 9443"),
         "{s}"
     );
     let m = run_with(msgs, turns, 400, &[], broken(Mutation::DropAssistantText));
@@ -336,17 +336,14 @@ fn the_newest_request_survives_with_all_its_parts_and_the_task_state() {
     ));
     turns.extend([21; 6]);
     let s = run(msgs.clone(), turns.clone(), 350, &[]);
-    assert!(s.contains("[turn 21 · request] Three things: rename the config loader to load_settings; then bump the crate to 0.9.1. Finally, add a changelog entry that mentions the rename."), "{s}");
+    assert!(s.contains("[21 request] Three things: rename the config loader to load_settings; then bump the crate to 0.9.1. Finally, add a changelog entry that mentions the rename."), "{s}");
     assert!(
-        s.contains("[turn 21 · command] edit_file(crates/loader/src/lib.rs): ok"),
+        s.contains("[21 command] edit_file(crates/loader/src/lib.rs): ok"),
         "{s}"
     );
+    assert!(s.contains("[21 tool] run(cargo test -p loader): "), "{s}");
     assert!(
-        s.contains("[turn 21 · tool] run(cargo test -p loader): "),
-        "{s}"
-    );
-    assert!(
-        s.contains("(historical, turn 21) test result: FAILED. 13 passed; 1 failed"),
+        s.contains("(historical) test result: FAILED. 13 passed; 1 failed"),
         "{s}"
     );
     assert!(tokens(&s) <= 350);
@@ -358,7 +355,7 @@ fn the_newest_request_survives_with_all_its_parts_and_the_task_state() {
         broken(Mutation::ForgetLaterRequestParts),
     );
     assert!(
-        m.contains("[turn 21 · request] Three things: rename the config loader to load_settings;"),
+        m.contains("[21 request] Three things: rename the config loader to load_settings;"),
         "{m}"
     );
     assert!(
@@ -405,10 +402,10 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         retained_tail_end: 4,
         retained_tail_hash: String::new(),
         summary: Some(
-            "Historical conversation memory, turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
-             - [turn 1 · tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical, turn 1) 3 passed; 0 failed\n\
-             - [turn 2 · answer] The limit is 7, from config.py.\n\
-             - [turn 2 · in-flight] src/net/config.py"
+            "Turns 1–2, one line per turn and kind (extractive; secrets redacted, approval claims omitted):\n\
+             - [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed\n\
+             - [2 answer] The limit is 7, from config.py.\n\
+             - [2 in-flight] src/net/config.py"
                 .into(),
         ),
         opaque_item: None,
@@ -443,21 +440,18 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         "{m}"
     );
     assert!(
-        s.contains("- [turn 1 · tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical, turn 1) 3 passed; 0 failed"),
+        s.contains("- [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed"),
         "{s}"
     );
     assert!(
-        s.contains("[turn 2 · answer] The limit is 7, from config.py."),
+        s.contains("[2 answer] The limit is 7, from config.py."),
         "{s}"
     );
     assert!(
         !s.contains("in-flight] src/net"),
         "stale file in flight: {s}"
     );
-    assert!(
-        s.contains("Historical conversation memory, turns 1–3"),
-        "{s}"
-    );
+    assert!(s.contains("Turns 1–3, one line per turn and kind"), "{s}");
 }
 
 #[test]
@@ -642,4 +636,62 @@ fn a_numbered_loop_keeps_its_newest_turn_only() {
         "{s}"
     );
     assert!(s.contains("canary-7"), "{s}");
+}
+
+#[test]
+fn routine_filler_in_the_newest_request_is_not_a_task_part() {
+    // A session whose narration repeats one small vocabulary everywhere.
+    const WORDS: [&str; 10] = [
+        "cache", "queue", "parser", "retry", "branch", "header", "index", "commit", "schema",
+        "worker",
+    ];
+    let mut msgs = Vec::new();
+    let mut turns = Vec::new();
+    for i in 0..40 {
+        let s: Vec<&str> = (0..6)
+            .map(|k| WORDS[(i * 3 + k * 7 + i / 10) % 10])
+            .collect();
+        msgs.push(Message::user(format!("{}.", s.join(" "))));
+        msgs.push(Message::assistant("Done."));
+        turns.extend([i + 1, i + 1]);
+    }
+    msgs.push(Message::user(
+        "Rename the config loader to load_settings. Queue parser retry branch header index commit. \
+         Finally bump the crate to 0.9.1.",
+    ));
+    turns.push(41);
+    let s = run(msgs, turns, 300, &[]);
+    let request = s
+        .lines()
+        .find(|l| l.starts_with("- [41 request]"))
+        .unwrap_or_else(|| panic!("no request line: {s}"));
+    assert!(
+        request.contains("load_settings") && request.contains("0.9.1"),
+        "{s}"
+    );
+    assert!(!request.contains("Queue parser retry"), "{s}");
+}
+
+#[test]
+fn lines_of_checkpoints_in_the_older_format_roll_over() {
+    let mut seq = 0;
+    let p = rolling::previous(
+        "Historical conversation memory, turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
+         - [turn 1 · tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical, turn 1) 3 passed; 0 failed\n\
+         - [turn 2 · answer] The limit is 7, from config.py.\n\
+         - [turn 2 · files] src/net/config.py, src/net/mod.rs",
+        &mut seq,
+    );
+    assert_eq!(p.first_turn, Some(1));
+    assert_eq!(p.files, vec!["src/net/config.py", "src/net/mod.rs"]);
+    let texts: Vec<&str> = p.items.iter().map(|it| it.text.as_str()).collect();
+    assert!(texts.contains(&"MAX_RETRIES = 7"), "{texts:?}");
+    assert!(
+        texts.contains(&"(historical, turn 1) 3 passed; 0 failed"),
+        "{texts:?}"
+    );
+    assert!(
+        texts.contains(&"The limit is 7, from config.py."),
+        "{texts:?}"
+    );
 }

@@ -33,9 +33,24 @@ pub(crate) fn archive_refs() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"archive://[^\s)\]}>,;'`]+").expect("static regex"))
 }
 
-/// The label that frames a verification result as history.
-pub(super) fn historical(turn: usize, text: &str) -> String {
-    format!("(historical, turn {turn}) {text}")
+/// The label that frames a verification result as history. Its line already carries the
+/// turn, so the label does not repeat it.
+pub(super) fn historical(text: &str) -> String {
+    format!("{HISTORICAL}{text}")
+}
+
+const HISTORICAL: &str = "(historical) ";
+
+/// A summary text without its verification label, for ranking. Also reads the label of
+/// checkpoints written before it was shortened (`(historical, turn N) `).
+pub(super) fn unlabelled(s: &str) -> &str {
+    if let Some(rest) = s.strip_prefix(HISTORICAL) {
+        return rest;
+    }
+    match s.strip_prefix("(historical, turn ") {
+        Some(rest) => rest.split_once(") ").map_or(s, |(_, t)| t),
+        None => s,
+    }
 }
 
 fn digits() -> &'static Regex {

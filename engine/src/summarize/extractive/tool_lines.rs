@@ -18,6 +18,7 @@ use regex::Regex;
 
 use super::claims::claims;
 use super::headings::{separator, Columns, Sections};
+use super::outliers::outlier_rows;
 use super::text::{clip, one_line, words};
 
 /// Most key lines kept from one tool result.
@@ -465,6 +466,10 @@ fn failure_heading() -> &'static Regex {
     })
 }
 
+/// What standing out among a table's look-alike rows adds to a row's rank
+/// (`outliers.rs`): enough to rank it first among them.
+const OUTLIER_BONUS: i64 = 3;
+
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
@@ -479,6 +484,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let lines: Vec<&str> = content.lines().map(str::trim).collect();
     let sections = Sections::of(content);
     let columns = Columns::of(content);
+    let outliers = outlier_rows(&lines);
     // Under a failure heading: whether an item has been listed yet (the blank line right
     // after the heading does not end the list; one after its items does).
     let mut under_failures: Option<bool> = None;
@@ -511,6 +517,11 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             scored
         }) else {
             continue;
+        };
+        let score = if outliers.contains(&position) {
+            score + OUTLIER_BONUS
+        } else {
+            score
         };
         let headed = columns.named(position, &sections.qualified(position, line));
         // Headings come from the same untrusted output: a line they changed is checked again.
