@@ -12,8 +12,8 @@ use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
-    archive_refs, clip, historical, occurrence_key, one_line, parts_of_long, sentences,
-    verification,
+    archive_refs, clip, historical, is_question, occurrence_key, one_line, parts_of_long,
+    sentences, verification,
 };
 use super::tool_lines::{
     call_label, call_label_long, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT,
@@ -300,14 +300,20 @@ pub(super) fn collect(
                     if broken.first_part_only {
                         parts.truncate(1); // Mutant: the later parts are forgotten.
                     }
-                    // A later part made only of the session's everyday words (filler,
+                    // A part made only of the session's everyday words (filler,
                     // narration) is no part of the task: it does not take the task share
                     // from the parts that are, and competes as ordinary prose.
-                    let routine: Vec<bool> = parts
+                    let mut routine: Vec<bool> = parts
                         .iter()
                         .enumerate()
-                        .map(|(n, (_, p))| n > 0 && vocabulary.is_routine(p))
+                        .map(|(_, (_, p))| vocabulary.is_routine(p))
                         .collect();
+                    // All routine, the request is still the request: its first part stays.
+                    if !routine.contains(&false) {
+                        if let Some(first) = routine.first_mut() {
+                            *first = false;
+                        }
+                    }
                     let tasks: Vec<(usize, String)> = parts
                         .iter()
                         .zip(&routine)
@@ -369,7 +375,13 @@ pub(super) fn collect(
                 let listed = m.role == Role::User
                     && (listed_with_rules(&sentence_list) || short_message(&m.content));
                 let tag = if listed { "stated" } else { tag };
-                for (s, claim) in sentence_list.into_iter().flat_map(ranked_parts) {
+                // The lead-in of a list of questions ("Answer each question …:") only says
+                // how to answer them; the answers that follow are what is worth keeping.
+                let lead_in = sentence_list.len() >= 2
+                    && sentence_list[0].trim_end().ends_with(':')
+                    && sentence_list[1..].iter().all(|s| is_question(s));
+                let skip = usize::from(lead_in);
+                for (s, claim) in sentence_list.into_iter().skip(skip).flat_map(ranked_parts) {
                     seq += 1;
                     if claim {
                         items.push(Item::omission(turn, tag, seq, source));

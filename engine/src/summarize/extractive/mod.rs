@@ -44,6 +44,7 @@ mod rules;
 mod task;
 mod text;
 mod tool_lines;
+mod updates;
 
 #[cfg(test)]
 mod tests;
@@ -314,6 +315,7 @@ fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
     for it in &mut items {
         vocabulary.rank(it);
     }
+    updates::supersede(&mut items, &vocabulary);
     layout::write(
         req,
         items,

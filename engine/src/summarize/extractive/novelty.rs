@@ -87,6 +87,15 @@ impl Vocabulary {
         rare == 0 && n >= MIN_ROUTINE_WORDS
     }
 
+    /// The rare words of `s` that name a subject (letters only, four or more): what two
+    /// statements of the same thing share, whatever values they give.
+    pub(super) fn subject_words(&self, s: &str) -> HashSet<String> {
+        words(s)
+            .filter(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphabetic))
+            .filter(|w| !self.common(w))
+            .collect()
+    }
+
     /// Re-rank `it` by its novelty. The task state (the newest request, the last command,
     /// the file in flight) and omission markers keep their rank: they are kept for what
     /// they are, not for what they say.

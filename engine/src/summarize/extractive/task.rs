@@ -145,6 +145,8 @@ pub fn paths_in(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::String(s)
             if s.len() <= 200
                 && !s.contains(char::is_whitespace)
+                // A search pattern (`process\.env\.`, `TODO|FIXME`, `*.rs`) is no file.
+                && !s.contains(['\\', '|', '^', '$', '(', ')', '[', ']', '*', '?'])
                 && (s.contains('/') || s.contains('.')) =>
         {
             out.push(s.clone())
