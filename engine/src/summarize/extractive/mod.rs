@@ -33,6 +33,7 @@
 mod answers;
 mod claims;
 mod collect;
+mod frames;
 mod headings;
 mod layout;
 mod names;

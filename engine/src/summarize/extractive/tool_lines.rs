@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::claims::claims;
+use super::frames::crash_sites;
 use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
 use super::text::{clip, one_line, words};
@@ -470,6 +471,11 @@ fn failure_heading() -> &'static Regex {
 /// (`outliers.rs`): enough to rank it first among them.
 const OUTLIER_BONUS: i64 = 3;
 
+/// Rank of a frame that says where an error happened (`frames.rs`): below the error…
+const CRASH_SITE: i64 = 5;
+/// …and of the root cause's, above it: it is where the fix goes.
+const ROOT_CRASH_SITE: i64 = 9;
+
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
@@ -485,6 +491,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let sections = Sections::of(content);
     let columns = Columns::of(content);
     let outliers = outlier_rows(&lines);
+    let sites = crash_sites(&lines, |l| error_line().is_match(l));
     // Under a failure heading: whether an item has been listed yet (the blank line right
     // after the heading does not end the list; one after its items does).
     let mut under_failures: Option<bool> = None;
@@ -508,6 +515,17 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             continue;
         }
         let scored = score_line(line);
+        let scored = match sites.iter().position(|&p| p == position) {
+            Some(k) => {
+                let site = if k + 1 == sites.len() {
+                    ROOT_CRASH_SITE
+                } else {
+                    CRASH_SITE
+                };
+                Some((scored.map_or(site, |(s, _)| s.max(site)), false))
+            }
+            None => scored,
+        };
         let Some((score, verification)) = (if listed && words(line) <= 40 {
             Some((
                 scored.map_or(FAILED_ITEM, |(s, _)| s.max(FAILED_ITEM)),
