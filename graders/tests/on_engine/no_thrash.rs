@@ -6,9 +6,9 @@ use ctxbench_harness::storage::schema::VerdictStatus;
 use ctxbench_harness::Mode;
 
 /// A large fixed instruction block and small turns: once the history is compacted, each
-/// further compaction can only reclaim a few turns' worth of tokens. (Each turn names its
-/// own variable: a bare counter, "variable 7", is a loop the summarizer folds into its
-/// newest turn, and the summary would stop growing.)
+/// further compaction can only reclaim a few turns' worth of tokens. (Each turn renames its
+/// own pair of variables: with one counter, "variable v7", the turns are a loop the
+/// summarizer folds into its newest turn, and the summary would stop growing.)
 const THRASH: &str = r#"
 id: thrash
 title: Thrash
@@ -18,8 +18,8 @@ instructions: "You are a coding agent. {filler:3150}"
 script:
   - repeat: 40
     steps:
-      - user: "Rename variable v{i} in the parser."
-      - assistant: "Renamed v{i}."
+      - user: "Rename variable v{i} to w{i0} in the parser."
+      - assistant: "Renamed v{i} to w{i0}."
 expect:
   outcome: any
 "#;

@@ -26,22 +26,75 @@ fn location() -> &'static Regex {
 /// failing source line between them).
 const FRAME_ABOVE: usize = 3;
 
+/// A Python traceback's header: its frames are printed outermost first.
+fn most_recent_last() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"(?i)^traceback \(most recent call last\)").expect("static regex"))
+}
+
+/// A Python exception line: `psycopg.errors.UndefinedTable: relation … does not exist`.
+fn raised() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"^[A-Za-z_][\w.]*(?::\s|$)").expect("static regex"))
+}
+
+/// Positions of the exception lines that end Python tracebacks among `lines` (trimmed).
+/// The exception's class need not say `Error` (`UndefinedTable`, `KeyboardInterrupt`):
+/// it is the first line after the frames that is neither a frame nor the source line
+/// printed under one.
+pub(super) fn raised_exceptions(lines: &[&str]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut in_traceback = false;
+    let mut after_frame = false;
+    for (position, line) in lines.iter().enumerate() {
+        if most_recent_last().is_match(line) {
+            in_traceback = true;
+            after_frame = false;
+            continue;
+        }
+        if !in_traceback || line.is_empty() {
+            continue;
+        }
+        if location().is_match(line) {
+            after_frame = true;
+            continue;
+        }
+        if after_frame {
+            // The source line under a frame.
+            after_frame = false;
+            if !raised().is_match(line) || line.contains('(') || line.contains('=') {
+                continue;
+            }
+        }
+        if raised().is_match(line) {
+            out.push(position);
+        }
+        in_traceback = false;
+    }
+    out
+}
+
 /// Positions of the crash-site frames among `lines`, given which lines are errors, in
 /// order. The last is the root cause's: a chained Java trace ends with its innermost
 /// `Caused by:`, a Python one with the exception that was raised first.
-pub(super) fn crash_sites(lines: &[&str], is_error: impl Fn(&str) -> bool) -> Vec<usize> {
+pub(super) fn crash_sites(lines: &[&str], is_error: impl Fn(usize, &str) -> bool) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     let mut awaiting = false;
     for (position, line) in lines.iter().enumerate() {
         let frame = location().is_match(line);
-        if frame && !is_error(line) {
+        if frame && !is_error(position, line) {
             if awaiting {
                 out.push(position);
                 awaiting = false;
             }
             continue;
         }
-        if is_error(line) {
+        if most_recent_last().is_match(line) {
+            // Frames follow outermost first: the crash site is the one above the exception.
+            awaiting = false;
+            continue;
+        }
+        if is_error(position, line) {
             let above = position.saturating_sub(FRAME_ABOVE)..position;
             if let Some(p) = above.rev().find(|&p| location().is_match(lines[p])) {
                 if !out.contains(&p) {
@@ -60,7 +113,9 @@ mod tests {
 
     fn sites(text: &str) -> Vec<usize> {
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        crash_sites(&lines, |l| l.contains("Exception") || l.contains("Error"))
+        crash_sites(&lines, |_, l| {
+            l.contains("Exception") || l.contains("Error")
+        })
     }
 
     #[test]
@@ -75,6 +130,13 @@ mod tests {
             "ServletException: request failed\n\tat o.s.Servlet.service(Servlet.java:10)\n\
             Caused by: NullPointerException: rule is null\n\tat c.a.Calc.applyTax(Calc.java:233)";
         assert_eq!(sites(chained), vec![1, 3]);
+        let raised = "Traceback (most recent call last):\nFile \"/app/main.py\", line 41, in <module>\nboot()\nFile \"/app/db.py\", line 9, in boot\ncur.execute(q)\npsycopg.errors.UndefinedTable: relation \"ledger_v2\" does not exist";
+        let lines: Vec<&str> = raised.lines().collect();
+        assert_eq!(raised_exceptions(&lines), vec![5]);
+        assert_eq!(
+            crash_sites(&lines, |p, _| raised_exceptions(&lines).contains(&p)),
+            vec![3]
+        );
         // Frames without an error before them are no crash site.
         assert!(sites("at a.b(A.java:1)\nat c.d(C.java:2)").is_empty());
     }

@@ -15,7 +15,9 @@
 //! Only its newest stays, as ordinary prose ranked below any one-off remark (or as the
 //! task, when it is the current request): a loop of forty turns would otherwise hold
 //! three lines of a small summary.
-//! A number inside a name (`web-2`, `lsm6dso_3.c`) is not a count: those occurrences stay.
+//! The counter may sit inside a name (`handler_7.kt`, `web-3`): a loop over numbered files
+//! or hosts is still a loop. Values that change without stepping by one (seeds 41, 52, 97)
+//! are not a count: those occurrences stay.
 //!
 //! An occurrence is a source (one message or previous-summary line), not an item: the parts
 //! of one request share a key without being repetitions. Identical text outside user
@@ -35,22 +37,21 @@ const COUNT_OCCURRENCES: usize = 3;
 /// Rank a count's newest occurrence gives up: it is routine, below a one-off remark.
 const COUNT_PENALTY: i64 = 30;
 
-/// The numbers of `text` that stand alone as words (`file 12.`, `attempt 3,`), in order.
-fn standalone_numbers(text: &str) -> Vec<u64> {
-    text.split_whitespace()
-        .map(|t| t.trim_matches(|c: char| ".,;:!?()[]\"'`".contains(c)))
-        .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()))
+/// The numbers of `text` (`file 12.`, `handler_7.kt`, `web-3`), in order.
+fn counters(text: &str) -> Vec<u64> {
+    text.split(|c: char| !c.is_ascii_digit())
+        .filter(|t| !t.is_empty() && t.len() <= 18)
         .filter_map(|t| t.parse().ok())
         .collect()
 }
 
-/// Whether occurrences (their texts, in order) count: one standalone number changes,
+/// Whether occurrences (their texts, in order) count: one number changes,
 /// never decreases, and steps by exactly one at least twice.
 fn is_count(texts: &[&str]) -> bool {
     if texts.len() < COUNT_OCCURRENCES {
         return false;
     }
-    let numbers: Vec<Vec<u64>> = texts.iter().map(|t| standalone_numbers(t)).collect();
+    let numbers: Vec<Vec<u64>> = texts.iter().map(|t| counters(t)).collect();
     let len = numbers[0].len();
     if len == 0 || numbers.iter().any(|n| n.len() != len) {
         return false;
@@ -178,12 +179,13 @@ mod tests {
         ]));
         // Seeds, ports and versions are values, not a count.
         assert!(!is_count(&["Seed 41.", "Seed 52.", "Seed 97."]));
-        // Two changing numbers, or a number inside a name, are not a count either.
+        // Two changing numbers are not a count either.
         assert!(!is_count(&["Run 1 on 10.", "Run 2 on 20.", "Run 3 on 30."]));
-        assert!(!is_count(&[
-            "Deploy web-1.",
-            "Deploy web-2.",
-            "Deploy web-3."
+        // A counter inside a name is.
+        assert!(is_count(&[
+            "Read src/consumer/handler_7.kt.",
+            "Read src/consumer/handler_8.kt.",
+            "Read src/consumer/handler_9.kt."
         ]));
         // Two occurrences are not a loop.
         assert!(!is_count(&["Part 1.", "Part 2."]));

@@ -22,7 +22,7 @@ use super::headings::pipe_cells;
 /// Fewest rows of one shape that make a table.
 const MIN_ROWS: usize = 4;
 /// Fewest cells per row.
-const MIN_CELLS: usize = 3;
+const MIN_CELLS: usize = 2;
 /// How far from the median, in median absolute deviations, an outlier must be.
 const SPREAD_FACTOR: f64 = 3.0;
 /// Share of a text column (percent) one value must fill for a singleton to stand out.

@@ -9,7 +9,7 @@
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rules::listed_with_rules;
 use super::text::{occurrence_key, sentences, unlabelled};
-use super::tool_lines::key_lines;
+use super::tool_lines::{key_lines, shortened_label};
 use super::{user_rank, Item, Section, OMISSION_MARKER};
 
 /// What a previous checkpoint survived with earns in the next one.
@@ -72,7 +72,7 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                         text: text.to_string(),
                         score: 30 + 5 * rank + SURVIVED_BONUS,
                         source,
-                        label: Some(format!("{label})")),
+                        label: Some(shortened_label(&format!("{label})"))),
                         group: Some(format!("tool:{}", occurrence_key(unlabelled(text)))),
                         whole: false,
                     });

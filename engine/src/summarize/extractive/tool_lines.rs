@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::claims::claims;
-use super::frames::crash_sites;
+use super::frames::{crash_sites, raised_exceptions};
 use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
 use super::text::{clip, one_line, words};
@@ -471,6 +471,9 @@ fn failure_heading() -> &'static Regex {
 /// (`outliers.rs`): enough to rank it first among them.
 const OUTLIER_BONUS: i64 = 3;
 
+/// Rank of the exception a Python traceback ends with (`frames.rs`): what went wrong.
+const RAISED: i64 = 11;
+
 /// Rank of a frame that says where an error happened (`frames.rs`): below the error…
 const CRASH_SITE: i64 = 5;
 /// …and of the root cause's, above it: it is where the fix goes.
@@ -491,7 +494,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let sections = Sections::of(content);
     let columns = Columns::of(content);
     let outliers = outlier_rows(&lines);
-    let sites = crash_sites(&lines, |l| error_line().is_match(l));
+    let exceptions = raised_exceptions(&lines);
+    let sites = crash_sites(&lines, |p, l| {
+        exceptions.contains(&p) || error_line().is_match(l)
+    });
     // Under a failure heading: whether an item has been listed yet (the blank line right
     // after the heading does not end the list; one after its items does).
     let mut under_failures: Option<bool> = None;
@@ -515,6 +521,11 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             continue;
         }
         let scored = score_line(line);
+        let scored = if exceptions.contains(&position) {
+            Some((scored.map_or(RAISED, |(s, _)| s.max(RAISED)), true))
+        } else {
+            scored
+        };
         let scored = match sites.iter().position(|&p| p == position) {
             Some(k) => {
                 let site = if k + 1 == sites.len() {
@@ -603,6 +614,20 @@ pub fn call_label(name: &str, arguments: &serde_json::Value) -> String {
 /// [`call_label`] with room for a whole command line: the label of the last command.
 pub fn call_label_long(name: &str, arguments: &serde_json::Value) -> String {
     label_within(name, arguments, LabelLimits::LONG)
+}
+
+/// A label as written in an earlier checkpoint (`name(args)`), cut back to the short
+/// form: the long label of what was then the last command is no longer the last one's,
+/// and would otherwise be repeated, whole, in every later checkpoint.
+pub fn shortened_label(label: &str) -> String {
+    let Some((name, rest)) = label.split_once('(') else {
+        return label.to_string();
+    };
+    let args = rest.strip_suffix(')').unwrap_or(rest);
+    if args.chars().count() <= LabelLimits::SHORT.total {
+        return label.to_string();
+    }
+    format!("{name}({})", clip_argument(args, LabelLimits::SHORT.single))
 }
 
 /// Character bounds of a call label: one scalar argument, each of several, the whole.
@@ -927,6 +952,21 @@ mod tests {
             &serde_json::json!({"path": "feature-promo/src/main/res/layout/promo_item_5.xml.bak"}),
         );
         assert!(l.ends_with("layout/promo_item_5.xml.bak)"), "{l}");
+        // A long label rolled over from an earlier checkpoint is cut back; a short one stays.
+        let long = call_label_long(
+            "run_command",
+            &serde_json::json!({"command": "kubectl --context aks-weu-prod -n payments logs ledger-sync-7b9d6f5c8-k4wzp -c ledger-sync --previous --tail=60"}),
+        );
+        let short = shortened_label(&long);
+        assert!(
+            short.starts_with("run_command(kubectl --context aks-weu-prod"),
+            "{short}"
+        );
+        assert!(short.chars().count() < 64, "{short}");
+        assert_eq!(
+            shortened_label("read_file(src/config.py)"),
+            "read_file(src/config.py)"
+        );
     }
 
     #[test]
