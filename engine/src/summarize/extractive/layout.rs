@@ -1,7 +1,7 @@
 //! Budget allocation and the written summary.
 //!
 //! The summary must stay within `summary_target_tokens`. After the header and the fixed
-//! lines (archive references always; files touched when they fit a tenth of the budget),
+//! lines (archive references always; the newest files touched, as many as fit a sixteenth of the budget),
 //! each kind of material gets a guaranteed share of what is left, in this order:
 //!
 //! | section | share | why first |
@@ -35,6 +35,8 @@ const SHARES: [(Section, u64); 4] = [
 const PROSE_SHARE: u64 = 15;
 /// Most files listed on the files line.
 const MAX_FILES: usize = 20;
+/// The files line takes at most this fraction (1/n) of the budget.
+const FILES_SHARE_DIVISOR: u64 = 16;
 /// Bound on trimming rounds after measuring (each drops one item).
 const MAX_TRIM_ROUNDS: usize = 512;
 
@@ -120,7 +122,7 @@ pub(super) fn write(
 ) -> String {
     let est = req.estimator;
     let header = format!(
-        "Turns {first_turn}–{last_turn}, one line per turn and kind (extractive; secrets redacted, approval claims omitted):"
+        "Turns {first_turn}–{last_turn} (extractive; secrets redacted, approval claims omitted):"
     );
     let budget = req.target_tokens;
     let mut used = est.count_text(&header);
@@ -157,7 +159,7 @@ pub(super) fn write(
                 .chain(recent.iter().copied())
                 .collect();
             let line = format!("- [{files_head}] {}", trial.join(", "));
-            if est.count_text(&line) > budget / 10 {
+            if est.count_text(&line) > budget / FILES_SHARE_DIVISOR {
                 break;
             }
             recent = trial;

@@ -402,7 +402,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         retained_tail_end: 4,
         retained_tail_hash: String::new(),
         summary: Some(
-            "Turns 1–2, one line per turn and kind (extractive; secrets redacted, approval claims omitted):\n\
+            "Turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
              - [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed\n\
              - [2 answer] The limit is 7, from config.py.\n\
              - [2 in-flight] src/net/config.py"
@@ -451,7 +451,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         !s.contains("in-flight] src/net"),
         "stale file in flight: {s}"
     );
-    assert!(s.contains("Turns 1–3, one line per turn and kind"), "{s}");
+    assert!(s.contains("Turns 1–3 (extractive"), "{s}");
 }
 
 #[test]
