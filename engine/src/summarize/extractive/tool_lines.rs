@@ -72,6 +72,15 @@ pub(super) fn key_value() -> &'static Regex {
     })
 }
 
+/// `name:value` with nothing between (Redis `INFO`, `key:value` dumps):
+/// `evicted_keys:1849302`, `maxmemory_policy:volatile-lru`.
+fn compact_setting() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"^([A-Za-z_][\w.\-]*):([^\s:/][^\s]{0,80})$").expect("static regex")
+    })
+}
+
 fn test_outcome() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
@@ -407,6 +416,10 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
         if !value.starts_with("//") && (literal(value) || (words(value) <= 4 && !code)) {
             take(5 + i64::from(numeric(value)), false, &mut best);
         }
+    } else if let Some(c) = compact_setting().captures(line) {
+        if literal(&c[2]) || !c[2].contains(['(', '{', '[']) {
+            take(5 + i64::from(numeric(&c[2])), false, &mut best);
+        }
     }
     let failed = failure().is_match(line) && n <= 40;
     if failed {
@@ -479,6 +492,20 @@ const CRASH_SITE: i64 = 5;
 /// …and of the root cause's, above it: it is where the fix goes.
 const ROOT_CRASH_SITE: i64 = 9;
 
+/// What a setting whose value is zero gives up (`evicted_keys:0` among a dump's
+/// counters): an untouched counter is rarely what the command was run for.
+const ZERO_PENALTY: i64 = 2;
+
+/// Whether `line` sets something to zero (`rejected_connections:0`, `RETRIES = 0`,
+/// `used: 0B`); outcomes (`0 failed`) are judged by their own rules.
+fn zero_valued(line: &str) -> bool {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let zero = R.get_or_init(|| Regex::new(r"^0+(?:\.0+)?[A-Za-z%]{0,3}$").expect("static regex"));
+    line.rsplit_once(['=', ':']).is_some_and(|(key, value)| {
+        !key.trim().is_empty() && zero.is_match(value.trim().trim_end_matches([',', ';']))
+    })
+}
+
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
@@ -549,6 +576,8 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         };
         let score = if outliers.contains(&position) {
             score + OUTLIER_BONUS
+        } else if !verification && zero_valued(line) {
+            (score - ZERO_PENALTY).max(1)
         } else {
             score
         };
@@ -790,6 +819,19 @@ mod tests {
         assert!(k[0].text.contains("18240 rows/s"), "{k:?}");
         assert_eq!(measurements("took 812ms, 3.2% of 1.5 GB"), 3);
         assert_eq!(measurements("version 1.2 of 3 files"), 0);
+    }
+
+    #[test]
+    fn zero_counters_rank_below_the_ones_that_moved() {
+        let info = "# Stats\nrejected_connections:0\nexpired_keys:0\nevicted_keys:1849302\nkeyspace_hits:0";
+        assert_eq!(key_lines(info)[0].text, "evicted_keys:1849302");
+        // `name:value` with nothing between is a setting; a clock time is not.
+        assert_eq!(
+            texts("maxmemory_policy:volatile-lru\n10:51:09"),
+            vec!["maxmemory_policy:volatile-lru"]
+        );
+        assert!(zero_valued("RETRIES = 0") && zero_valued("used: 0B"));
+        assert!(!zero_valued("Tests: 0 failed, 12 passed") && !zero_valued("port: 8080"));
     }
 
     #[test]
