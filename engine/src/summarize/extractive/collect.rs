@@ -305,8 +305,7 @@ pub(super) fn collect(
                     // from the parts that are, and competes as ordinary prose.
                     let mut routine: Vec<bool> = parts
                         .iter()
-                        .enumerate()
-                        .map(|(_, (_, p))| vocabulary.is_routine(p))
+                        .map(|(_, p)| vocabulary.is_routine(p))
                         .collect();
                     // All routine, the request is still the request: its first part stays.
                     if !routine.contains(&false) {
