@@ -8,13 +8,15 @@ use ctxbench_harness::Mode;
 /// A large fixed instruction block and small turns: once the history is compacted, each
 /// further compaction can only reclaim a few turns' worth of tokens. (Each turn renames its
 /// own pair of variables: with one counter, "variable v7", the turns are a loop the
-/// summarizer folds into its newest turn, and the summary would stop growing.)
+/// summarizer folds into its newest turn, and the summary would stop growing. The
+/// instruction block is sized so that one compaction no longer makes the request fit: the
+/// loop mutant then compacts again and again.)
 const THRASH: &str = r#"
 id: thrash
 title: Thrash
 model: {context_window: 4096, max_output: 256}
 context: {reserved_output_tokens: 256, buffer_tokens: 512, recent_tail_tokens: 120, summary_target_tokens: 120}
-instructions: "You are a coding agent. {filler:3150}"
+instructions: "You are a coding agent. {filler:3200}"
 script:
   - repeat: 40
     steps:
