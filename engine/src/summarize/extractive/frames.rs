@@ -38,15 +38,21 @@ fn raised() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"^[A-Za-z_][\w.]*(?::\s|$)").expect("static regex"))
 }
 
-/// Positions of the exception lines that end Python tracebacks among `lines` (trimmed).
-/// The exception's class need not say `Error` (`UndefinedTable`, `KeyboardInterrupt`):
-/// it is the first line after the frames that is neither a frame nor the source line
-/// printed under one.
-pub(super) fn raised_exceptions(lines: &[&str]) -> Vec<usize> {
+/// Which of `lines` carry a frame's source location: computed once per result, read by
+/// both passes below.
+pub(super) fn frame_lines(lines: &[&str]) -> Vec<bool> {
+    lines.iter().map(|l| location().is_match(l)).collect()
+}
+
+/// Positions of the exception lines that end Python tracebacks among `lines` (trimmed;
+/// `frames` from [`frame_lines`]). The exception's class need not say `Error`
+/// (`UndefinedTable`, `KeyboardInterrupt`): it is the first line after the frames that is
+/// neither a frame nor the source line printed under one.
+pub(super) fn raised_exceptions(lines: &[&str], frames: &[bool]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut in_traceback = false;
     let mut after_frame = false;
-    for (position, line) in lines.iter().enumerate() {
+    for (position, (line, &frame)) in lines.iter().zip(frames).enumerate() {
         if most_recent_last().is_match(line) {
             in_traceback = true;
             after_frame = false;
@@ -55,18 +61,19 @@ pub(super) fn raised_exceptions(lines: &[&str]) -> Vec<usize> {
         if !in_traceback || line.is_empty() {
             continue;
         }
-        if location().is_match(line) {
+        if frame {
             after_frame = true;
             continue;
         }
+        let raises = raised().is_match(line);
         if after_frame {
             // The source line under a frame.
             after_frame = false;
-            if !raised().is_match(line) || line.contains('(') || line.contains('=') {
+            if !raises || line.contains('(') || line.contains('=') {
                 continue;
             }
         }
-        if raised().is_match(line) {
+        if raises {
             out.push(position);
         }
         in_traceback = false;
@@ -74,15 +81,20 @@ pub(super) fn raised_exceptions(lines: &[&str]) -> Vec<usize> {
     out
 }
 
-/// Positions of the crash-site frames among `lines`, given which lines are errors, in
-/// order. The last is the root cause's: a chained Java trace ends with its innermost
-/// `Caused by:`, a Python one with the exception that was raised first.
-pub(super) fn crash_sites(lines: &[&str], is_error: impl Fn(usize, &str) -> bool) -> Vec<usize> {
+/// Positions of the crash-site frames among `lines` (`frames` from [`frame_lines`]),
+/// given which lines are errors, in order. The last is the root cause's: a chained Java
+/// trace ends with its innermost `Caused by:`, a Python one with the exception that was
+/// raised first.
+pub(super) fn crash_sites(
+    lines: &[&str],
+    frames: &[bool],
+    is_error: impl Fn(usize, &str) -> bool,
+) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     let mut awaiting = false;
-    for (position, line) in lines.iter().enumerate() {
-        let frame = location().is_match(line);
-        if frame && !is_error(position, line) {
+    for (position, (line, &frame)) in lines.iter().zip(frames).enumerate() {
+        let error = is_error(position, line);
+        if frame && !error {
             if awaiting {
                 out.push(position);
                 awaiting = false;
@@ -94,9 +106,9 @@ pub(super) fn crash_sites(lines: &[&str], is_error: impl Fn(usize, &str) -> bool
             awaiting = false;
             continue;
         }
-        if is_error(position, line) {
+        if error {
             let above = position.saturating_sub(FRAME_ABOVE)..position;
-            if let Some(p) = above.rev().find(|&p| location().is_match(lines[p])) {
+            if let Some(p) = above.rev().find(|&p| frames[p]) {
                 if !out.contains(&p) {
                     out.push(p);
                 }
@@ -113,7 +125,7 @@ mod tests {
 
     fn sites(text: &str) -> Vec<usize> {
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        crash_sites(&lines, |_, l| {
+        crash_sites(&lines, &frame_lines(&lines), |_, l| {
             l.contains("Exception") || l.contains("Error")
         })
     }
@@ -132,9 +144,11 @@ mod tests {
         assert_eq!(sites(chained), vec![1, 3]);
         let raised = "Traceback (most recent call last):\nFile \"/app/main.py\", line 41, in <module>\nboot()\nFile \"/app/db.py\", line 9, in boot\ncur.execute(q)\npsycopg.errors.UndefinedTable: relation \"ledger_v2\" does not exist";
         let lines: Vec<&str> = raised.lines().collect();
-        assert_eq!(raised_exceptions(&lines), vec![5]);
+        let frames = frame_lines(&lines);
+        assert_eq!(raised_exceptions(&lines, &frames), vec![5]);
         assert_eq!(
-            crash_sites(&lines, |p, _| raised_exceptions(&lines).contains(&p)),
+            crash_sites(&lines, &frames, |p, _| raised_exceptions(&lines, &frames)
+                .contains(&p)),
             vec![3]
         );
         // Frames without an error before them are no crash site.

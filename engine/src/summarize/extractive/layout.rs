@@ -1,8 +1,9 @@
 //! Budget allocation and the written summary.
 //!
 //! The summary must stay within `summary_target_tokens`. After the header and the fixed
-//! lines (archive references always; the newest files touched, as many as fit a sixteenth of the budget),
-//! each kind of material gets a guaranteed share of what is left, in this order:
+//! lines (archive references always; the newest files touched, as many as fit a sixteenth
+//! of the budget), each kind of material gets a guaranteed share of what is left, in this
+//! order:
 //!
 //! | section | share | why first |
 //! | --- | --- | --- |
@@ -60,8 +61,8 @@ fn line_prefix(it: &Item) -> String {
     )
 }
 
-/// `turn tag`, as every line opens.
-fn line_head(turn: usize, tag: &str) -> String {
+/// `turn tag`, as every line opens (the mutants write their lines with it too).
+pub(super) fn line_head(turn: usize, tag: &str) -> String {
     format!("{turn} {tag}")
 }
 

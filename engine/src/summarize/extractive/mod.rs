@@ -147,7 +147,10 @@ impl Summarizer for MutantExtractive {
                     let m = request.redactor.redact_message(&entry.message);
                     for s in sentences(&m.content) {
                         if claims().is_match(&s) {
-                            text.push_str(&format!("\n- [{turn} {}] {s}", m.role.as_str()));
+                            text.push_str(&format!(
+                                "\n- [{}] {s}",
+                                layout::line_head(turn, m.role.as_str())
+                            ));
                         }
                     }
                 }

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::claims::claims;
-use super::frames::{crash_sites, raised_exceptions};
+use super::frames::{crash_sites, frame_lines, raised_exceptions};
 use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
 use super::text::{clip, one_line, words};
@@ -521,8 +521,9 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let sections = Sections::of(content);
     let columns = Columns::of(content);
     let outliers = outlier_rows(&lines);
-    let exceptions = raised_exceptions(&lines);
-    let sites = crash_sites(&lines, |p, l| {
+    let frames = frame_lines(&lines);
+    let exceptions = raised_exceptions(&lines, &frames);
+    let sites = crash_sites(&lines, &frames, |p, l| {
         exceptions.contains(&p) || error_line().is_match(l)
     });
     // Under a failure heading: whether an item has been listed yet (the blank line right
