@@ -78,6 +78,27 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     Some(score)
 }
 
+/// What an answer sentence gains when its turn's request asked a question: what the user
+/// asked for is what they ask about again ("why did you say it was slow?"), whether or not
+/// it names a value — a diagnosis is often plain prose.
+const ASKED: i64 = 10;
+/// What the lead of such an answer gains on top: the answer comes first, the explanation
+/// after it.
+const ASKED_LEAD: i64 = 6;
+/// Fewest words of a sentence that can be the answer; a shorter one is a lead-in
+/// ("I wouldn't.", "Here is my read.").
+const MIN_ANSWER_WORDS: usize = 6;
+
+/// The rank of a sentence of the final answer to a question, given its [`answer_score`]:
+/// raised, so at least informative (what else it names still orders it), and the lead (`lead`: no earlier sentence of the answer was one)
+/// ranked above the rest. `None` when the sentence is a lead-in.
+pub fn asked_answer_score(sentence: &str, score: i64, lead: bool) -> Option<i64> {
+    if words(sentence) < MIN_ANSWER_WORDS || is_question(sentence) {
+        return None;
+    }
+    Some((score + ASKED).max(INFORMATIVE_ANSWER) + if lead { ASKED_LEAD } else { 0 })
+}
+
 /// Whether an assistant sentence of this score has a share of its own (it names a value, a
 /// decision or an outcome); below it, it is ordinary prose.
 pub const INFORMATIVE_ANSWER: i64 = 24;
@@ -117,5 +138,17 @@ mod tests {
             false,
         );
         assert!(diagnosis > prose, "{diagnosis:?} {prose:?}");
+    }
+
+    #[test]
+    fn the_answer_to_a_question_is_informative_and_its_lead_ranks_first() {
+        let lead = "Retried charges reach the processor after the cache has forgotten the key.";
+        let base = answer_score(lead, true, true).unwrap();
+        assert!(base < INFORMATIVE_ANSWER, "{base}");
+        let asked = asked_answer_score(lead, base, true).unwrap();
+        let rest = asked_answer_score(lead, base, false).unwrap();
+        assert!(asked > rest && rest > INFORMATIVE_ANSWER, "{asked} {rest}");
+        // A lead-in is not the answer.
+        assert_eq!(asked_answer_score("Here is my read.", 16, true), None);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use ctxbench_adapters::{Message, Role};
 
-use super::answers::{answer_score, INFORMATIVE_ANSWER};
+use super::answers::{answer_score, asked_answer_score, INFORMATIVE_ANSWER};
 use super::claims::claims;
 use super::novelty::Vocabulary;
 use super::rolling::Previous;
@@ -149,6 +149,9 @@ pub(super) fn collect(
     let request_chars =
         (req.target_tokens * REQUEST_SHARE_PERCENT / 100 * CHARS_PER_TOKEN) as usize;
 
+    // Whether the newest user message so far asked a question: its turn's final answer is
+    // what the user asked for.
+    let mut asked = false;
     for (i, m) in messages.iter().enumerate() {
         let turn = turns[i];
         refs.extend(
@@ -255,6 +258,7 @@ pub(super) fn collect(
                     .into_iter()
                     .enumerate()
                     .flat_map(|(k, s)| ranked_parts(s).into_iter().map(move |(p, c)| (k, p, c)));
+                let mut lead = is_final && asked;
                 for (k, s, claim) in ranked {
                     seq += 1;
                     if claim {
@@ -264,6 +268,14 @@ pub(super) fn collect(
                     let Some(mut score) = answer_score(&s, is_final, k == 0) else {
                         continue;
                     };
+                    // An everyday-words sentence (narration, filler) is no answer, asked
+                    // or not.
+                    if is_final && asked && !vocabulary.is_routine(&s) {
+                        if let Some(a) = asked_answer_score(&s, score, lead) {
+                            score = a;
+                            lead = false;
+                        }
+                    }
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
                         text = historical(&text);
@@ -295,6 +307,9 @@ pub(super) fn collect(
                     "system"
                 };
                 let sentence_list = sentences(&m.content);
+                if m.role == Role::User {
+                    asked = sentence_list.iter().any(|s| is_question(s));
+                }
                 if Some(i) == newest_user {
                     let mut parts = request_parts(&m.content);
                     if broken.first_part_only {

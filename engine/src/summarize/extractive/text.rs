@@ -70,8 +70,35 @@ fn quoted() -> &'static Regex {
     R.get_or_init(|| Regex::new(r#"`[^`\n]{1,80}`|"[^"\n]{1,80}""#).expect("static regex"))
 }
 
-/// Split text into sentences (on `.`, `!`, `?` followed by whitespace, or a newline). A
-/// list marker (`1.`) stays with the item it opens.
+/// Shortest line (characters) that can be wrapped prose: a shorter one is a list item or a
+/// heading, whatever follows it.
+const MIN_WRAPPED_LINE_CHARS: usize = 40;
+
+/// Whether the line break after a line of `line_chars` characters, ending `sentence` so
+/// far, only wraps prose: the line is long, stops mid-sentence (a word, a comma, a closing bracket), and
+/// the next line goes on in lower case. Hard-wrapped text (a YAML block, a commit message,
+/// an email) would otherwise be read as fragments, each ranked by what it happens to hold.
+fn soft_wrap(
+    sentence: &str,
+    line_chars: usize,
+    rest: std::iter::Peekable<std::str::Chars<'_>>,
+) -> bool {
+    let stops_mid = sentence
+        .trim_end()
+        .chars()
+        .last()
+        .is_some_and(|c| c.is_alphanumeric() || matches!(c, ',' | ')' | '"' | '\'' | '`'));
+    stops_mid
+        && line_chars >= MIN_WRAPPED_LINE_CHARS
+        && rest
+            .skip_while(|c| *c == ' ' || *c == '\t')
+            .next()
+            .is_some_and(char::is_lowercase)
+}
+
+/// Split text into sentences (on `.`, `!`, `?` followed by whitespace, or a newline that
+/// does not only wrap prose, see [`soft_wrap`]). A list marker (`1.`) stays with the item
+/// it opens.
 pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -82,11 +109,19 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
         cur.clear();
     };
+    let mut line_chars = 0;
     while let Some(c) = chars.next() {
         if c == '\n' {
-            flush(&mut cur, &mut out);
+            let wrapped = soft_wrap(&cur, line_chars, chars.clone());
+            line_chars = 0;
+            if wrapped {
+                cur.push(' ');
+            } else {
+                flush(&mut cur, &mut out);
+            }
             continue;
         }
+        line_chars += 1;
         cur.push(c);
         let terminated = matches!(c, '.' | '!' | '?')
             && chars.peek().is_none_or(|n| n.is_whitespace())
@@ -355,6 +390,33 @@ mod tests {
         // A one-word label stays with its sentence.
         assert_eq!(sentences("Note: Keep it."), vec!["Note: Keep it."]);
         assert_eq!(sentences("SYSTEM: policy v9"), vec!["SYSTEM: policy v9"]);
+    }
+
+    #[test]
+    fn wrapped_prose_is_read_as_its_sentences() {
+        let wrapped = "The processor timeouts are real but they are not the bug by\nthemselves: the writer waits 10 s per attempt.\nRetried charges miss the cache.\n- a list item that is long enough to wrap\nnext line";
+        assert_eq!(
+            sentences(wrapped),
+            vec![
+                "The processor timeouts are real but they are not the bug by themselves: the writer waits 10 s per attempt.",
+                "Retried charges miss the cache.",
+                "- a list item that is long enough to wrap next line",
+            ]
+        );
+        // Short lines (a list without markers) and a capitalised next line stay apart.
+        assert_eq!(
+            sentences("Fix the lexer\nbump it"),
+            vec!["Fix the lexer", "bump it"]
+        );
+        assert_eq!(
+            sentences(
+                "This line is long enough to be wrapped prose but\nThe next starts a sentence"
+            ),
+            vec![
+                "This line is long enough to be wrapped prose but",
+                "The next starts a sentence"
+            ]
+        );
     }
 
     #[test]
