@@ -15,7 +15,7 @@
 //! deviations); a column of sequential numbers or of near-equal counters has none. A text
 //! column's outliers are values that occur once where one value fills most of the column.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::headings::pipe_cells;
 
@@ -28,9 +28,11 @@ const SPREAD_FACTOR: f64 = 3.0;
 /// Share of a text column (percent) one value must fill for a singleton to stand out.
 const MAJORITY_PERCENT: usize = 60;
 
-/// The positions (line indices of the result) of the rows that stand out.
-pub(super) fn outlier_rows(lines: &[&str]) -> HashSet<usize> {
-    let mut out = HashSet::new();
+/// The positions (line indices of the result) of the rows that stand out, each with the
+/// number of columns it stands out in (the replica behind in bytes *and* in time before
+/// the one whose state alone differs).
+pub(super) fn outlier_rows(lines: &[&str]) -> HashMap<usize, usize> {
+    let mut out = HashMap::new();
     let mut block: Vec<(usize, Vec<String>)> = Vec::new();
     for (position, line) in lines.iter().enumerate() {
         let cells = cells(line);
@@ -49,15 +51,18 @@ pub(super) fn outlier_rows(lines: &[&str]) -> HashSet<usize> {
     out
 }
 
+/// A row's cells: between `|` (a Markdown row, or `psql`'s `a | b | c` without the outer
+/// bars), else between runs of whitespace.
 fn cells(line: &str) -> Vec<String> {
     match pipe_cells(line) {
         Some(c) => c,
+        None if line.contains(" | ") => line.split('|').map(|c| c.trim().to_string()).collect(),
         None => line.split_whitespace().map(str::to_string).collect(),
     }
 }
 
 /// Mark the outliers of one table.
-fn mark(rows: &[(usize, Vec<String>)], out: &mut HashSet<usize>) {
+fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
     // A header line (no digit in any cell) has the rows' shape but is not one of them.
     let rows = match rows.first() {
         Some((_, first))
@@ -80,30 +85,111 @@ fn mark(rows: &[(usize, Vec<String>)], out: &mut HashSet<usize>) {
             Some(n) => numeric_outlier(&n).into_iter().collect(),
             None => text_outliers(&column),
         };
-        out.extend(found.into_iter().map(|i| rows[i].0));
+        for i in found {
+            *out.entry(rows[i].0).or_default() += 1;
+        }
     }
 }
 
-/// The column's values as numbers when every cell is a number with one and the same unit
-/// suffix (`15G`, `98%`, `1284330`, `3.2ms`).
+/// What a cell's number measures, so that values written with different prefixes compare.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Unit<'a> {
+    /// A size or count with a decimal or binary prefix: `96 kB`, `12 MB`, `512Mi`, `15G`.
+    Scaled,
+    /// A duration: `3.2ms`, `45s`, `5h`, `00:04:17`.
+    Seconds,
+    /// Any other suffix, compared as written (`98%`, none at all).
+    Written(&'a str),
+}
+
+/// The multiplier of a size or count prefix (`kB`, `MiB`, `G`), case as tools print it.
+fn scale(suffix: &str) -> Option<f64> {
+    let (prefix, rest) = suffix.split_at(suffix.len().min(1));
+    let binary = matches!(rest, "i" | "iB");
+    if !(rest.is_empty() || binary || rest == "B" || rest == "b") {
+        return None;
+    }
+    let power = match prefix {
+        "B" | "b" if rest.is_empty() => return Some(1.0),
+        "k" | "K" => 1,
+        "M" => 2,
+        "G" => 3,
+        "T" => 4,
+        "P" => 5,
+        _ => return None,
+    };
+    let base: f64 = if binary { 1024.0 } else { 1000.0 };
+    Some(base.powi(power))
+}
+
+/// The seconds of a duration unit.
+fn seconds(suffix: &str) -> Option<f64> {
+    Some(match suffix {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return None,
+    })
+}
+
+/// A clock-style duration (`00:04:17`, `00:00:19.882`), in seconds.
+fn clock(cell: &str) -> Option<f64> {
+    let parts: Vec<&str> = cell.split(':').collect();
+    if parts.len() != 3 || parts[..2].iter().any(|p| p.is_empty() || p.len() > 3) {
+        return None;
+    }
+    let mut total = 0.0;
+    for p in &parts {
+        if !p.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return None;
+        }
+        total = total * 60.0 + p.parse::<f64>().ok()?;
+    }
+    Some(total)
+}
+
+/// A cell as a magnitude and what it measures: a number, then (after at most one space) a
+/// short unit suffix; sizes and durations in their base unit.
+fn magnitude(cell: &str) -> Option<(Unit<'_>, f64)> {
+    let cell = cell.trim();
+    if let Some(s) = clock(cell) {
+        return Some((Unit::Seconds, s));
+    }
+    let split = cell
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(cell.len());
+    let (number, suffix) = cell.split_at(split);
+    let suffix = suffix.strip_prefix(' ').unwrap_or(suffix);
+    if number.is_empty()
+        || suffix.chars().count() > 3
+        || !suffix.chars().all(|c| c.is_alphabetic() || c == '%')
+    {
+        return None;
+    }
+    let value = number.parse::<f64>().ok()?;
+    Some(match (scale(suffix), seconds(suffix)) {
+        (Some(k), _) => (Unit::Scaled, value * k),
+        (_, Some(k)) => (Unit::Seconds, value * k),
+        _ => (Unit::Written(suffix), value),
+    })
+}
+
+/// The column's values as numbers when every cell is a number of one kind: the same
+/// suffix (`98%`, `1284330`), or sizes and durations however prefixed (`96 kB` beside
+/// `1843 MB`, `3.2ms` beside `00:04:17`), converted to one unit.
 fn same_unit_numbers(column: &[&str]) -> Option<Vec<f64>> {
-    let mut unit: Option<&str> = None;
+    let mut unit: Option<Unit> = None;
     let mut values = Vec::with_capacity(column.len());
     for cell in column {
-        let split = cell
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(cell.len());
-        let (number, suffix) = cell.split_at(split);
-        if number.is_empty()
-            || suffix.len() > 3
-            || !suffix.chars().all(|c| c.is_alphabetic() || c == '%')
-        {
+        let (u, v) = magnitude(cell)?;
+        if *unit.get_or_insert(u) != u {
             return None;
         }
-        if *unit.get_or_insert(suffix) != suffix {
-            return None;
-        }
-        values.push(number.parse::<f64>().ok()?);
+        values.push(v);
     }
     Some(values)
 }
@@ -163,7 +249,7 @@ mod tests {
 
     fn rows(text: &str) -> Vec<usize> {
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        let mut v: Vec<usize> = outlier_rows(&lines).into_iter().collect();
+        let mut v: Vec<usize> = outlier_rows(&lines).into_keys().collect();
         v.sort();
         v
     }
@@ -178,6 +264,31 @@ mod tests {
         assert_eq!(rows(pods), vec![3]);
         let df = "/dev/a 100G 40G 60G 40% /\n/dev/b 100G 45G 55G 45% /srv\n/dev/c 100G 98G 2G 98% /var/lib/docker\n/dev/d 100G 33G 67G 33% /home\n/dev/e 100G 38G 62G 38% /opt";
         assert_eq!(rows(df), vec![2]);
+        // Sizes and durations compare across prefixes: 1843 MB is the one behind, not
+        // 2210 kB; 00:04:17 the one lagging, not 19.882 s.
+        let replication = "r1 | streaming | 96 kB | 00:00:00.004\n\
+                           r2 | streaming | 12 MB | 00:00:01.310\n\
+                           r3 | streaming | 1843 MB | 00:04:17\n\
+                           r4 | streaming | 184 MB | 00:00:19.882\n\
+                           an | catchup | 2210 kB | 00:00:02.001";
+        assert_eq!(rows(replication), vec![2, 4]); // r3, and the one catching up
+        let lines: Vec<&str> = replication.lines().map(str::trim).collect();
+        let columns = outlier_rows(&lines);
+        assert_eq!((columns[&2], columns[&4]), (2, 1), "{columns:?}");
+    }
+
+    #[test]
+    fn magnitudes_convert_prefixes_and_keep_other_suffixes_apart() {
+        assert_eq!(magnitude("96 kB"), Some((Unit::Scaled, 96_000.0)));
+        assert_eq!(
+            magnitude("512Mi"),
+            Some((Unit::Scaled, 512.0 * 1024.0 * 1024.0))
+        );
+        assert_eq!(magnitude("3.5ms"), Some((Unit::Seconds, 0.0035)));
+        assert_eq!(magnitude("00:04:17"), Some((Unit::Seconds, 257.0)));
+        assert_eq!(magnitude("98%"), Some((Unit::Written("%"), 98.0)));
+        assert_eq!(magnitude("running"), None);
+        assert_eq!(same_unit_numbers(&["1 kB", "5s"]), None);
     }
 
     #[test]

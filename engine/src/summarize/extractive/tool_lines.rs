@@ -483,6 +483,11 @@ fn failure_heading() -> &'static Regex {
 /// What standing out among a table's look-alike rows adds to a row's rank
 /// (`outliers.rs`): enough to rank it first among them.
 const OUTLIER_BONUS: i64 = 3;
+/// Rank of a row that stands out but is no key line by its own shape, before the bonus:
+/// that of a line naming a version.
+const OUTLIER_ROW: i64 = 4;
+/// What each further column a row stands out in adds, at most this many times.
+const MAX_MORE_COLUMNS: i64 = 3;
 
 /// Rank of the exception a Python traceback ends with (`frames.rs`): what went wrong.
 const RAISED: i64 = 11;
@@ -571,12 +576,18 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
                 true,
             ))
         } else {
-            scored
+            // A row that stands out is a candidate whatever its cells look like
+            // (`r3 | streaming | 1843 MB | 00:04:17` has no setting or version in it).
+            scored.or_else(|| {
+                outliers
+                    .contains_key(&position)
+                    .then_some((OUTLIER_ROW, false))
+            })
         }) else {
             continue;
         };
-        let score = if outliers.contains(&position) {
-            score + OUTLIER_BONUS
+        let score = if let Some(&columns) = outliers.get(&position) {
+            score + OUTLIER_BONUS + (columns as i64 - 1).min(MAX_MORE_COLUMNS)
         } else if !verification && zero_valued(line) {
             (score - ZERO_PENALTY).max(1)
         } else {
@@ -734,6 +745,18 @@ mod tests {
             .into_iter()
             .map(|k| k.text)
             .collect()
+    }
+
+    #[test]
+    fn the_row_that_stands_out_is_a_key_line_even_without_a_setting_in_it() {
+        let replication = "name | state | lag | replay\n\
+                           r1 | streaming | 96 kB | 00:00:00.004\n\
+                           r2 | streaming | 12 MB | 00:00:01.310\n\
+                           r3 | streaming | 1843 MB | 00:04:17\n\
+                           r4 | streaming | 184 MB | 00:00:19.882\n\
+                           r5 | streaming | 2210 kB | 00:00:02.001";
+        let top = &key_lines(replication)[0];
+        assert!(top.text.starts_with("r3 |"), "{top:?}");
     }
 
     #[test]
