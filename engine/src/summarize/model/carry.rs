@@ -13,6 +13,12 @@
 //! and authority claims are never carried; secrets are redacted first. A rolled-up
 //! checkpoint re-carries the previous checkpoint's carried lines the new summary lost.
 //!
+//! What room is left after that goes to what the extractive summarizer would have kept
+//! (`extractive_lines`): key lines of tool results, the agent's answers, the task state —
+//! the material a model's sense of salience ranks lowest (tool output above all) and a
+//! resumed session asks about. Only lines the model's summary does not already hold are
+//! added, under [`EXTRACTIVE_HEADING`].
+//!
 //! Deliberately engine-side and generic: the selection knows nothing of any scenario, fact
 //! or probe — only the shape of a sentence (a number, a path, an identifier, a rule word).
 
@@ -21,11 +27,18 @@ use std::collections::HashMap;
 use ctxbench_adapters::Role;
 
 use super::validation::{is_constraint, normalize};
-use crate::summarize::extractive::{claims, names_a_value, sentences, Vocabulary};
+use crate::summarize::extractive::{claims, extract, names_a_value, sentences, Vocabulary};
 use crate::summarize::SummaryRequest;
 
 /// Heading of the carried section (one line; the items follow as `- [turn N · user] …`).
 pub const CARRIED_HEADING: &str = "## The user's own words (carried forward verbatim)";
+
+/// Heading of the section of extractive lines the model's summary left out.
+pub const EXTRACTIVE_HEADING: &str =
+    "## Also in the summarized turns (extractive: key lines, answers, task state)";
+
+/// Least room, in tokens, worth an extractive section: below it only its heading would fit.
+const MIN_EXTRACTIVE_ROOM: u64 = 48;
 
 /// Share of the summary's target size, in percent, kept back from the model for carried
 /// statements.
@@ -178,4 +191,39 @@ pub fn with_carried(summary: &str, lines: &[String]) -> String {
         return summary.to_string();
     }
     format!("{summary}\n{CARRIED_HEADING}\n{}", lines.join("\n"))
+}
+
+/// The lines of the extractive summary of `request`'s turns, within `budget_tokens`, that
+/// `summary` does not already hold (its header left out); empty when there is no room.
+pub fn extractive_lines(
+    request: &SummaryRequest<'_>,
+    summary: &str,
+    budget_tokens: u64,
+) -> Vec<String> {
+    let heading = request.estimator.count_text(EXTRACTIVE_HEADING) + 1;
+    if budget_tokens < MIN_EXTRACTIVE_ROOM + heading {
+        return Vec::new();
+    }
+    let extracted = extract(&SummaryRequest {
+        target_tokens: budget_tokens - heading,
+        ..*request
+    });
+    let have = normalize(summary);
+    extracted
+        .lines()
+        .skip(1) // "Turns a–b (extractive; …):"
+        .filter(|line| {
+            let body = line.split_once("] ").map_or(*line, |(_, b)| b);
+            !have.contains(&normalize(body.trim_end_matches(['.', '!', ';'])))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// `summary` with `lines` appended under [`EXTRACTIVE_HEADING`] (unchanged when none).
+pub fn with_extractive(summary: &str, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return summary.to_string();
+    }
+    format!("{summary}\n{EXTRACTIVE_HEADING}\n{}", lines.join("\n"))
 }

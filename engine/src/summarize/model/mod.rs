@@ -269,7 +269,7 @@ impl Summarizer for ModelSummarizer {
         provider: &dyn Provider,
     ) -> Result<SummaryResult, SummarizeError> {
         // The model writes most of the checkpoint; the rest is kept back for the user's own
-        // statements it leaves out (`carry`).
+        // statements it leaves out, then for the extractive lines it leaves out (`carry`).
         let full_target = request.target_tokens;
         let request = SummaryRequest {
             target_tokens: (full_target * (100 - carry::CARRY_SHARE) / 100).max(1),
@@ -305,8 +305,11 @@ impl Summarizer for ModelSummarizer {
         .map_err(SummarizeError::Invalid)?;
         let room = full_target.saturating_sub(request.estimator.count_text(&text));
         let carried = carry::carried_lines(&request, &text, room);
+        let text = carry::with_carried(&text, &carried);
+        let room = full_target.saturating_sub(request.estimator.count_text(&text));
+        let extra = carry::extractive_lines(&request, &text, room);
         Ok(SummaryResult {
-            content: SummaryContent::Text(carry::with_carried(&text, &carried)),
+            content: SummaryContent::Text(carry::with_extractive(&text, &extra)),
             model_calls: 1,
             model_id: request.model.to_string(),
         })
