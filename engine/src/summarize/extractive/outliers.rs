@@ -25,8 +25,21 @@ const MIN_ROWS: usize = 4;
 const MIN_CELLS: usize = 2;
 /// How far from the median, in median absolute deviations, an outlier must be.
 const SPREAD_FACTOR: f64 = 3.0;
+/// How far from its nearest neighbour an outlier must be, as a share of its distance to the
+/// median.
+const ISOLATION: f64 = 0.25;
+/// Share of a column (percent) that must be numbers of one kind for it to be numeric.
+const NUMERIC_PERCENT: usize = 80;
 /// Share of a text column (percent) one value must fill for a singleton to stand out.
 const MAJORITY_PERCENT: usize = 60;
+
+/// Whether a row's cells read as code: a block brace, a statement end, an empty call, a
+/// comment.
+fn code_like(cells: &[String]) -> bool {
+    cells
+        .iter()
+        .any(|c| c.contains(['{', '}', ';']) || c.contains("()") || c.starts_with("//") || c == "#")
+}
 
 /// The positions (line indices of the result) of the rows that stand out, each with the
 /// number of columns it stands out in (the replica behind in bytes *and* in time before
@@ -63,26 +76,37 @@ fn cells(line: &str) -> Vec<String> {
 
 /// Mark the outliers of one table.
 fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
-    // A header line (no digit in any cell) has the rows' shape but is not one of them.
-    let rows = match rows.first() {
-        Some((_, first))
-            if !first
-                .iter()
-                .any(|c| c.contains(|ch: char| ch.is_ascii_digit())) =>
-        {
-            &rows[1..]
-        }
-        _ => rows,
+    // A header line (no digit in any cell) has the rows' shape but is not one of them —
+    // wherever it sits (a status line may come first), when most rows have digits.
+    let has_digit = |cells: &[String]| {
+        cells
+            .iter()
+            .any(|c| c.contains(|ch: char| ch.is_ascii_digit()))
+    };
+    let with_digits = rows.iter().filter(|(_, c)| has_digit(c)).count();
+    let rows: Vec<&(usize, Vec<String>)> = if with_digits * 2 > rows.len() {
+        rows.iter().filter(|(_, c)| has_digit(c)).collect()
+    } else {
+        rows.iter().collect()
     };
     if rows.len() < MIN_ROWS {
+        return;
+    }
+    // Code is no table, however regular its lines (`if x.len() > 424 {`, `// a comment`).
+    if rows.iter().filter(|(_, c)| code_like(c)).count() * 4 > rows.len() {
         return;
     }
     let width = rows[0].1.len();
     for col in 0..width {
         let column: Vec<&str> = rows.iter().map(|(_, c)| c[col].as_str()).collect();
-        let numbers: Option<Vec<f64>> = same_unit_numbers(&column);
-        let found = match numbers {
-            Some(n) => numeric_outlier(&n).into_iter().collect(),
+        let found = match numeric_column(&column) {
+            Some(cells) => {
+                let values: Vec<f64> = cells.iter().map(|&(_, v)| v).collect();
+                numeric_outlier(&values)
+                    .map(|k| cells[k].0)
+                    .into_iter()
+                    .collect()
+            }
             None => text_outliers(&column),
         };
         for i in found {
@@ -178,20 +202,35 @@ fn magnitude(cell: &str) -> Option<(Unit<'_>, f64)> {
     })
 }
 
-/// The column's values as numbers when every cell is a number of one kind: the same
-/// suffix (`98%`, `1284330`), or sizes and durations however prefixed (`96 kB` beside
-/// `1843 MB`, `3.2ms` beside `00:04:17`), converted to one unit.
-fn same_unit_numbers(column: &[&str]) -> Option<Vec<f64>> {
-    let mut unit: Option<Unit> = None;
-    let mut values = Vec::with_capacity(column.len());
-    for cell in column {
-        let (u, v) = magnitude(cell)?;
-        if *unit.get_or_insert(u) != u {
-            return None;
+/// The column's numbers of its most common kind, with their row indexes, when nearly
+/// every cell is one ([`NUMERIC_PERCENT`]; a header row or a status line printed in the
+/// table's shape is not): the same suffix (`98%`, `1284330`), or sizes and durations
+/// however prefixed (`96 kB` beside `1843 MB`, `3.2ms` beside `00:04:17`), converted to
+/// one unit.
+fn numeric_column<'c>(column: &[&'c str]) -> Option<Vec<(usize, f64)>> {
+    let parsed: Vec<(usize, Unit<'c>, f64)> = column
+        .iter()
+        .enumerate()
+        .filter_map(|(i, cell)| magnitude(cell).map(|(u, v)| (i, u, v)))
+        .collect();
+    let mut kinds: Vec<(Unit<'c>, usize)> = Vec::new();
+    for (_, u, _) in &parsed {
+        match kinds.iter_mut().find(|(k, _)| k == u) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((*u, 1)),
         }
-        values.push(v);
     }
-    Some(values)
+    let (unit, n) = kinds.into_iter().max_by_key(|&(_, n)| n)?;
+    if n < MIN_ROWS || n * 100 < column.len() * NUMERIC_PERCENT {
+        return None;
+    }
+    Some(
+        parsed
+            .into_iter()
+            .filter(|(_, u, _)| *u == unit)
+            .map(|(i, _, v)| (i, v))
+            .collect(),
+    )
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -222,7 +261,18 @@ fn numeric_outlier(values: &[f64]) -> Option<usize> {
         .filter(|v| ((*v - med).abs() - far).abs() < f64::EPSILON)
         .count()
         == 1;
-    (stands_out && unique).then_some(index)
+    // A small cluster of its own (two dead-letter partitions among live ones) is a second
+    // kind of row, not the one that stands out: the extreme must be apart from its nearest
+    // neighbour too.
+    let extreme = values[index];
+    let nearest = values
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != index)
+        .map(|(_, v)| (v - extreme).abs())
+        .fold(f64::INFINITY, f64::min);
+    let isolated = nearest >= ISOLATION * far;
+    (stands_out && unique && isolated).then_some(index)
 }
 
 /// The indexes of values that occur once where one value fills most of the column.
@@ -275,6 +325,22 @@ mod tests {
         let lines: Vec<&str> = replication.lines().map(str::trim).collect();
         let columns = outlier_rows(&lines);
         assert_eq!((columns[&2], columns[&4]), (2, 1), "{columns:?}");
+        // A status line and the header printed in the rows' shape do not hide the column.
+        let groups = "Consumer group 'g' has no active members... retrying\n\
+                      GROUP TOPIC PARTITION OFFSET LAG CONSUMER HOST ID\n\
+                      g raw 12 90012210 219667 c-0 10.8.3.11 c-0\n\
+                      g raw 13 89977302 213110 c-0 10.8.3.11 c-0\n\
+                      g raw 14 90101188 243717 c-1 10.8.3.12 c-1\n\
+                      g raw 17 88123401 3409789 c-2 10.8.3.14 c-2\n\
+                      g raw 19 90044120 237116 c-3 10.8.3.19 c-3";
+        assert!(rows(groups).contains(&5), "{:?}", rows(groups));
+        // Code lines of one shape are no table.
+        let code = "if a.len() > 3 {\nlet b = c.d()?;\n// x y z\nif e.len() > 424 {\nlet f = g.h()?;\nlet i = j.k()?;";
+        assert!(rows(code).is_empty(), "{:?}", rows(code));
+        // Two rows near each other far from the rest are a cluster: neither stands out.
+        let dead_letters =
+            "q raw 90012210\nq raw 89977302\nq raw 90101188\nq raw 90230017\nq dlq 1120\nq dlq 998";
+        assert!(rows(dead_letters).is_empty(), "{:?}", rows(dead_letters));
     }
 
     #[test]
@@ -288,7 +354,10 @@ mod tests {
         assert_eq!(magnitude("00:04:17"), Some((Unit::Seconds, 257.0)));
         assert_eq!(magnitude("98%"), Some((Unit::Written("%"), 98.0)));
         assert_eq!(magnitude("running"), None);
-        assert_eq!(same_unit_numbers(&["1 kB", "5s"]), None);
+        assert_eq!(numeric_column(&["1 kB", "5s", "2 kB", "3s"]), None);
+        // A header cell does not make a column of numbers text.
+        let lag = ["LAG", "219667", "213110", "3409789", "237116", "0"];
+        assert_eq!(numeric_column(&lag).map(|c| c.len()), Some(5));
     }
 
     #[test]

@@ -578,9 +578,9 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         } else {
             // A row that stands out is a candidate whatever its cells look like
             // (`r3 | streaming | 1843 MB | 00:04:17` has no setting or version in it).
+            // A data row: it has a value in it.
             scored.or_else(|| {
-                outliers
-                    .contains_key(&position)
+                (outliers.contains_key(&position) && line.contains(|c: char| c.is_ascii_digit()))
                     .then_some((OUTLIER_ROW, false))
             })
         }) else {
