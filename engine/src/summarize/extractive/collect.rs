@@ -256,6 +256,7 @@ pub(super) fn collect(
                 let tag = if is_final { "answer" } else { "assistant" };
                 let ranked = sentences(&m.content)
                     .into_iter()
+                    .map(|s| vocabulary.without_routine_lead(&s).to_string())
                     .enumerate()
                     .flat_map(|(k, s)| ranked_parts(s).into_iter().map(move |(p, c)| (k, p, c)));
                 let mut lead = is_final && asked;
@@ -395,6 +396,10 @@ pub(super) fn collect(
                     && sentence_list[0].trim_end().ends_with(':')
                     && sentence_list[1..].iter().all(|s| is_question(s));
                 let skip = usize::from(lead_in);
+                let sentence_list: Vec<String> = sentence_list
+                    .iter()
+                    .map(|s| vocabulary.without_routine_lead(s).to_string())
+                    .collect();
                 for (s, claim) in sentence_list.into_iter().skip(skip).flat_map(ranked_parts) {
                     seq += 1;
                     if claim {

@@ -25,6 +25,9 @@ const COMMON_FRACTION: usize = 200;
 /// Fewest words a sentence must have for "only common words" to mean routine (a short
 /// acknowledgement or a label is judged by the other rules).
 const MIN_ROUTINE_WORDS: usize = 4;
+/// Fewest common words before a capitalised one that make a lead of filler run into a
+/// sentence.
+const MIN_ROUTINE_LEAD: usize = 5;
 /// Rank a routine sentence gives up.
 const ROUTINE_PENALTY: i64 = 25;
 /// Rank per rare word (at most [`MAX_RARE_CREDIT`] of them).
@@ -78,6 +81,32 @@ impl Vocabulary {
         let all: Vec<String> = words(s).collect();
         let rare: HashSet<&String> = all.iter().filter(|w| !self.common(w)).collect();
         (rare.len(), all.len())
+    }
+
+    /// `sentence` without a lead of everyday words run into it: text that lost its full
+    /// stop ("… when loads update file small Also, nobody restarts the gateway …"), cut
+    /// where a capitalised word follows at least [`MIN_ROUTINE_LEAD`] common words.
+    /// Unchanged when there is no such lead: a rule keeps its words, and the filler glued
+    /// to it no longer dilutes its rank or costs room.
+    pub(super) fn without_routine_lead<'s>(&self, sentence: &'s str) -> &'s str {
+        let mut common_run = 0;
+        for (offset, token) in sentence
+            .split_whitespace()
+            .map(|t| (t.as_ptr() as usize - sentence.as_ptr() as usize, t))
+        {
+            let mut chars = token.chars();
+            let capitalised = chars.next().is_some_and(char::is_uppercase)
+                && chars.next().is_some_and(char::is_lowercase);
+            if capitalised && common_run >= MIN_ROUTINE_LEAD {
+                return &sentence[offset..];
+            }
+            let mut ws = words(token).peekable();
+            if ws.peek().is_none() || !ws.all(|w| self.common(&w)) {
+                return sentence;
+            }
+            common_run += 1;
+        }
+        sentence
     }
 
     /// Whether `sentence` is routine: long enough to say something, yet made only of
@@ -139,6 +168,30 @@ mod tests {
                 .0,
             5
         );
+    }
+
+    #[test]
+    fn a_lead_of_everyday_words_run_into_a_sentence_is_cut() {
+        let mut text = String::new();
+        let verbs = ["passes", "merges", "records", "checks", "returns"];
+        let objects = ["cache", "value", "request", "branch", "test", "reason"];
+        for v in verbs {
+            for o in objects {
+                text.push_str(&format!("The module handler {v} the {o} before merging.\n"));
+            }
+        }
+        let v = Vocabulary::of([text.as_str()]);
+        let glued =
+            "The handler checks the cache value Also, nobody restarts the gateway before 18:00.";
+        assert_eq!(
+            v.without_routine_lead(glued),
+            "Also, nobody restarts the gateway before 18:00."
+        );
+        // A sentence that opens with its own words keeps them, proper nouns and all.
+        let own = "The fixture computes the total with Math.round on a float.";
+        assert_eq!(v.without_routine_lead(own), own);
+        let short = "The cache Never expires.";
+        assert_eq!(v.without_routine_lead(short), short);
     }
 
     #[test]

@@ -22,7 +22,7 @@ fn strong() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to)\b",
+            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to|(?:nobody|no one|no-one) \w+s)\b",
         )
         .expect("static regex")
     })
@@ -107,9 +107,18 @@ fn standing_state() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b((stays?|remains?|keeps?|kept|stay) (\w+ ){0,2}(enabled|disabled|on|off|in place|unchanged|pinned|frozen|locked|required|mandatory|private|public|green)|no exceptions?|regardless of|whatever [\w ]{1,40} says|on every|each time|every time|in all cases|has to|have to)\b",
+            r"(?i)\b((stays?|remains?|keeps?|kept|stay) (\w+ ){0,2}(enabled|disabled|on|off|in place|unchanged|pinned|frozen|locked|required|mandatory|private|public|green)|stays? out of|off[- ]limits|hands off|no exceptions?|regardless of|whatever [\w ]{1,40} says|on every|each time|every time|in all cases|has to|have to)\b",
         )
         .expect("static regex")
+    })
+}
+
+/// A rule labelled as one (`Important: …`, `Hard requirement: …`, `Non-negotiable: …`).
+fn labelled_rule() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)^(?:[\w ]{0,20})?(important|hard requirement|requirement|constraint|rule|non-negotiable|critical|hard rule|ground rule)s?\s*:\s*\S")
+            .expect("static regex")
     })
 }
 
@@ -150,7 +159,7 @@ pub fn rule_strength(sentence: &str) -> u32 {
         return 0;
     }
     let mut s = 0i32;
-    if strong().is_match(sentence) {
+    if strong().is_match(sentence) || labelled_rule().is_match(sentence.trim_start()) {
         s += 3;
     }
     // A directive may open the sentence or any of its clauses (`…; do not change it`).
@@ -200,6 +209,7 @@ pub fn rule_strength(sentence: &str) -> u32 {
 /// prose is full of them.
 fn strong_structure(sentence: &str) -> bool {
     strong().is_match(sentence)
+        || labelled_rule().is_match(sentence.trim_start())
         || bound_subject().is_match(sentence)
         || standing().is_match(sentence)
         || sentence
@@ -275,6 +285,9 @@ mod tests {
             "Every public function needs a doc comment with an example.",
             "Production deploys happen only on Tuesdays and Thursdays.",
             "The orders table is frozen until the audit ends; do not change its columns.",
+            "Also, nobody restarts the gateway pods between 09:00 and 18:00 BRT.",
+            "Important: the MX records belong to the mail team and stay out of this change.",
+            "Hard requirement: the job is done by 05:00 UTC.",
         ] {
             assert!(rule_strength(s) >= 3, "{s}: {}", rule_strength(s));
         }

@@ -75,7 +75,7 @@ fn quoted() -> &'static Regex {
 const MIN_WRAPPED_LINE_CHARS: usize = 40;
 
 /// Whether the line break after a line of `line_chars` characters, ending `sentence` so
-/// far, only wraps prose: the line is long, stops mid-sentence (a word, a comma, a closing bracket), and
+/// far, only wraps prose: the line is long, stops mid-sentence (a word, a comma, a colon, a closing bracket), and
 /// the next line goes on in lower case. Hard-wrapped text (a YAML block, a commit message,
 /// an email) would otherwise be read as fragments, each ranked by what it happens to hold.
 fn soft_wrap(
@@ -83,11 +83,10 @@ fn soft_wrap(
     line_chars: usize,
     rest: std::iter::Peekable<std::str::Chars<'_>>,
 ) -> bool {
-    let stops_mid = sentence
-        .trim_end()
-        .chars()
-        .last()
-        .is_some_and(|c| c.is_alphanumeric() || matches!(c, ',' | ')' | '"' | '\'' | '`'));
+    let stops_mid =
+        sentence.trim_end().chars().last().is_some_and(|c| {
+            c.is_alphanumeric() || matches!(c, ',' | ':' | ')' | '"' | '\'' | '`')
+        });
     stops_mid
         && line_chars >= MIN_WRAPPED_LINE_CHARS
         && rest
