@@ -12,7 +12,9 @@
 //! | tool key lines | 20 % | values the agent looked up and will need again |
 //! | assistant answers | 15 % | what the agent told the user |
 //!
-//! Within a section, items go by rank (newer first on ties). A section that needs less
+//! Within a section, items go by rank (newer first on ties); the best item may take up to
+//! twice the section's share, so a long diagnosis does not lose to a shorter, lesser
+//! sentence that happens to fit. A section that needs less
 //! leaves its share to the rest, which is then filled by rank across every section —
 //! ordinary prose (no value, rule, decision or outcome) taking at most 15 %. No
 //! single message may take more than a quarter of the budget (the newest request's parts
@@ -191,9 +193,12 @@ pub(super) fn write(
         let members: Vec<usize> = (0..items.len())
             .filter(|&i| items[i].section == section)
             .collect();
-        for i in by_rank(&items, members) {
-            if let Some(cost) = a.take(i, allowance) {
-                allowance -= cost;
+        for (k, i) in by_rank(&items, members).into_iter().enumerate() {
+            // A section's best item is taken even when it alone outgrows the share (up to
+            // twice it): a long diagnosis must not lose to a shorter, lesser sentence.
+            let limit = if k == 0 { allowance * 2 } else { allowance };
+            if let Some(cost) = a.take(i, limit) {
+                allowance = allowance.saturating_sub(cost);
             }
         }
     }

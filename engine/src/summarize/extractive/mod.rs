@@ -268,6 +268,11 @@ impl Item {
 /// The section a user sentence competes in: a rule or a statement of a value has a share of
 /// its own; ordinary prose competes for what is left.
 fn user_section(sentence: &str) -> Section {
+    // A question states nothing, whatever it names: the answer that follows is what is
+    // worth keeping (the newest request's parts are task state, ranked apart).
+    if text::is_question(sentence) {
+        return Section::Other;
+    }
     if rules::rule_strength(sentence) >= 3
         || text::specifics(sentence) > 0
         || rules::is_follow_up(sentence)
