@@ -304,8 +304,24 @@ pub fn extract(req: &SummaryRequest<'_>) -> String {
     extract_with(req, Breakage::default())
 }
 
+/// The extractive summary of what `held` does not already hold: an item whose text `held`
+/// accepts is left out before the budget is allocated, so the room goes to the rest (the
+/// model strategy's supplement to a model-written summary).
+pub fn extract_missing(req: &SummaryRequest<'_>, held: &dyn Fn(&str) -> bool) -> String {
+    extract_filtered(req, Breakage::default(), held)
+}
+
 /// The summary, with the decisions `broken` names broken (mutants only).
 fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
+    extract_filtered(req, broken, &|_| false)
+}
+
+/// [`extract_with`], leaving out the items `held` accepts.
+fn extract_filtered(
+    req: &SummaryRequest<'_>,
+    broken: Breakage,
+    held: &dyn Fn(&str) -> bool,
+) -> String {
     let mut seq = 0usize;
     let previous = req
         .previous
@@ -321,6 +337,7 @@ fn extract_with(req: &SummaryRequest<'_>, broken: Breakage) -> String {
     );
     let collected = collect::collect(req, broken, previous, &vocabulary, seq);
     let mut items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
+    items.retain(|it| it.text.is_empty() || !held(&it.text));
     for it in &mut items {
         vocabulary.rank(it);
     }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use ctxbench_adapters::Role;
 
 use super::validation::{is_constraint, normalize};
-use crate::summarize::extractive::{claims, extract, names_a_value, sentences, Vocabulary};
+use crate::summarize::extractive::{claims, extract_missing, names_a_value, sentences, Vocabulary};
 use crate::summarize::SummaryRequest;
 
 /// Heading of the carried section (one line; the items follow as `- [turn N · user] …`).
@@ -206,11 +206,15 @@ pub fn extractive_lines(
     if budget_tokens < MIN_EXTRACTIVE_ROOM + heading {
         return Vec::new();
     }
-    let extracted = extract(&SummaryRequest {
-        target_tokens: budget_tokens - heading,
-        ..*request
-    });
     let have = normalize(summary);
+    let held = |text: &str| have.contains(&normalize(text.trim_end_matches(['.', '!', ';'])));
+    let extracted = extract_missing(
+        &SummaryRequest {
+            target_tokens: budget_tokens - heading,
+            ..*request
+        },
+        &held,
+    );
     extracted
         .lines()
         .skip(1) // "Turns a–b (extractive; …):"
