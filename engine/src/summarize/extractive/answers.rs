@@ -44,10 +44,33 @@ fn reason() -> &'static Regex {
     })
 }
 
+/// Whether a sentence is nothing but bracketed tokens and list numbers (`1. [ref:3f2a]
+/// 2. [ref:9c1d]`): references without a word of prose say nothing a summary can keep.
+fn only_brackets(sentence: &str) -> bool {
+    let mut depth = 0usize;
+    let mut bracketed = false;
+    let mut letters_outside = false;
+    for c in sentence.chars() {
+        match c {
+            '[' => {
+                depth += 1;
+                bracketed = true;
+            }
+            ']' => depth = depth.saturating_sub(1),
+            c if depth == 0 && c.is_alphabetic() => letters_outside = true,
+            _ => {}
+        }
+    }
+    bracketed && !letters_outside
+}
+
 /// The rank of one sentence of an assistant message, or `None` when it says nothing worth
 /// keeping. `final_answer`: the message ends its turn (no tool calls follow); `first`: it is
 /// the message's first sentence (answers lead with the answer).
 pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i64> {
+    if only_brackets(sentence) {
+        return None;
+    }
     let spec = i64::from(specifics(sentence).min(4));
     let decided = decision().is_match(sentence) && !is_question(sentence);
     // A verification result ("All tests pass.") is short and names nothing, yet it is the
@@ -111,6 +134,11 @@ mod tests {
     fn informative_answers_rank_above_narration_and_acknowledgements_go() {
         assert_eq!(answer_score("Done.", true, true), None);
         assert_eq!(answer_score("Understood.", true, true), None);
+        assert_eq!(
+            answer_score("1. [ref:3f2a] 2. [ref:9c1d]", true, true),
+            None
+        );
+        assert!(answer_score("3.11.4", true, true).is_some());
         let value = answer_score("The retry limit is 7, set in config.py.", true, true);
         let narration = answer_score("Let me read the file first.", false, true);
         let prose = answer_score(
