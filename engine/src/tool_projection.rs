@@ -22,7 +22,7 @@ pub const EXCERPT_CHARS: usize = 160;
 /// listing) is data, not bulk, and is never projected.
 pub const DATA_MAX_TOKENS: u64 = 1000;
 /// Fewest key lines a projection may keep, and the characters each may take.
-pub const PROJECTION_KEY_LINES: (usize, usize) = (3, 100);
+pub const PROJECTION_KEY_LINES: (usize, usize) = (3, 240);
 /// A projection may keep one key line per this many tokens of the result (at least
 /// [`PROJECTION_KEY_LINES`]`.0`, at most [`MAX_PROJECTION_KEY_LINES`]): a long file holds
 /// more settings than a short one, and a fixed count loses the ones in its middle.

@@ -17,6 +17,7 @@ use super::text::{
 };
 use super::tool_lines::{
     call_label, call_label_long, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT,
+    MAX_LINE_CHARS,
 };
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
@@ -203,10 +204,11 @@ pub(super) fn collect(
                 ranked.sort_by_key(|(_, l)| l.position);
                 for (rank, line) in ranked {
                     seq += 1;
+                    let line_text = clip(&line.text, MAX_LINE_CHARS);
                     let text = if line.verification {
-                        historical(&line.text)
+                        historical(&line_text)
                     } else {
-                        line.text.clone()
+                        line_text
                     };
                     let (section, tag, base) = if command {
                         (Section::Task, "command", COMMAND_SCORE)

@@ -24,8 +24,11 @@ use super::text::{clip, one_line, words};
 
 /// Most key lines kept from one tool result.
 pub const MAX_LINES_PER_RESULT: usize = 6;
-/// Longest key line kept, in characters.
+/// Longest key line a summary keeps, in characters.
 pub const MAX_LINE_CHARS: usize = 160;
+/// Longest key line [`key_lines`] returns, in characters: a projection keeps a whole log
+/// line (an exception with its message runs past 160), a summary clips it further.
+pub const KEY_LINE_CHARS: usize = 240;
 /// A result at most this long (one line, a few words) is its own key line: a short output
 /// is the fact ("Deleted 3 files", "3.11.4"). Prose is longer.
 const SHORT_RESULT_CHARS: usize = 100;
@@ -95,7 +98,7 @@ fn error_line() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)(^\s*(error|fatal|panic|exception|traceback)\b|\berror(\[\w+\])?:|\bpanicked at\b|\b[A-Z]\w*(Error|Exception)\b)",
+            r"(?i)(^\s*(error|fatal|panic|exception|traceback)\b|\berror(\[\w+\])?:|\bpanicked at\b|\b[A-Z]\w*(Error|Exception)\b|^\s*(\[!\]|\[(error|fatal|critical)\]|[✗✖❌]))|(?-i:\b(ERROR|FATAL|CRITICAL|SEVERE)\b)|(?-i:^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: \S)",
         )
         .expect("static regex")
     })
@@ -105,6 +108,16 @@ fn exit_code() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(r"(?i)\b(exit(ed)?( with)?( code| status)?[:= ]+-?\d+|return(ed)? code[:= ]+-?\d+|status[:=] ?-?\d+)\b")
+            .expect("static regex")
+    })
+}
+
+/// A planned change stated as an outcome (`… must be replaced`, `… will be destroyed`):
+/// what a plan or a dry run says it is about to do.
+fn planned_outcome() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)(will|must|would) be (created|destroyed|deleted|replaced|recreated|updated in-place|updated|removed|modified|changed|read)")
             .expect("static regex")
     })
 }
@@ -385,7 +398,9 @@ fn value_line(line: &str, n: usize) -> bool {
 
 /// Score one line of tool output; `None` when it is not a key line.
 fn score_line(line: &str) -> Option<(i64, bool)> {
-    let line = without_location(without_timestamp(line));
+    // An exception's dotted class (`django.db.exceptions.X: …`) reads like a location.
+    let raw = without_timestamp(line);
+    let line = without_location(raw);
     let n = words(line);
     let mut best = 0i64;
     let mut kinds = 0i64;
@@ -433,8 +448,11 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if exit_code().is_match(line) {
         take(8, true, &mut best);
     }
-    if error_line().is_match(line) && n <= 40 {
+    if (error_line().is_match(line) || error_line().is_match(raw)) && n <= 40 {
         take(7, true, &mut best);
+    }
+    if planned_outcome().is_match(line) && n <= 30 {
+        take(7, false, &mut best);
     }
     if warning_line().is_match(line) && n <= 40 {
         take(4, false, &mut best);
@@ -598,7 +616,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         if headed != *line && claims().is_match(&headed) {
             continue;
         }
-        let text = clip(&one_line(&headed), MAX_LINE_CHARS);
+        let text = clip(&one_line(&headed), KEY_LINE_CHARS);
         if out.iter().any(|k| k.text == text) {
             continue;
         }
@@ -782,6 +800,15 @@ mod tests {
         assert!(k.iter().any(|l| l.text.contains("panicked at")));
         assert!(texts("$ make\nmake: *** [all] Error 2\nexit code: 2\n")
             .contains(&"exit code: 2".to_string()));
+        // Errors however a tool marks them: a dotted exception class, a log level, `[!]`.
+        for (output, error) in [
+            ("Operations to perform:\n  Apply all migrations\ndjango.db.migrations.exceptions.InconsistentMigrationHistory: Migration a is applied before b.\n", "django.db"),
+            ("[03:00] INFO - started\n[03:01] INFO - running statement\n[03:02] ERROR - load query 01b3 failed: bad value\n", "ERROR - load"),
+            ("Fetching profiles\n[!] No matching provisioning profiles found for team K7X2\n", "[!] No matching"),
+        ] {
+            let k = key_lines(output);
+            assert!(k.first().is_some_and(|l| l.text.contains(error) && l.verification), "{k:?}");
+        }
     }
 
     #[test]
@@ -915,6 +942,12 @@ mod tests {
                         # (58 unchanged attributes hidden)\n    }\n";
         let k = key_lines(plan);
         assert_eq!(k[0].text, "~ allocated_storage = 200 -> 400", "{k:?}");
+        // What the plan says it will do to a resource is a key line too.
+        assert!(
+            k.iter()
+                .any(|l| l.text.contains("will be updated in-place")),
+            "{k:?}"
+        );
         assert!(key_lines("replicas: 3 → 5\n")[0].score >= 8);
         // An expression on either side is code, not a change.
         assert!(key_lines("f = |x| x -> y\n").iter().all(|k| k.score < 8));
