@@ -27,7 +27,7 @@ const MIN_CELLS: usize = 2;
 const SPREAD_FACTOR: f64 = 3.0;
 /// How far from its nearest neighbour an outlier must be, as a share of its distance to the
 /// median.
-const ISOLATION: f64 = 0.25;
+const ISOLATION: f64 = 0.15;
 /// Share of a column (percent) that must be numbers of one kind for it to be numeric.
 const NUMERIC_PERCENT: usize = 80;
 /// Share of a text column (percent) one value must fill for a singleton to stand out.
