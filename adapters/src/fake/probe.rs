@@ -82,6 +82,15 @@ fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
     let mut out = Vec::new();
     for seg in group {
         let text = normalize(seg.text);
+        // Values are looked for line by line: normalising the whole text would turn its line
+        // ends into spaces, and a clause must end at a line end (a table row, a `key: value`
+        // line) as the docs say — else `svc-3` on one row and `8003` on the next would count.
+        let lined: String = seg
+            .text
+            .split('\n')
+            .map(normalize)
+            .collect::<Vec<_>>()
+            .join("\n");
         for (v, statement) in fact.statements.iter().enumerate() {
             let value = fact
                 .values
@@ -90,14 +99,15 @@ fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
                 .filter(|x| !x.is_empty());
             match value {
                 Some(value) => {
-                    for at in find_bounded(&text, &value) {
+                    for at in find_bounded(&lined, &value) {
                         let end = at + value.len();
                         if let Some(about) = &about {
-                            let clause = clauses(&text)
+                            let clause = clauses(&lined)
                                 .into_iter()
                                 .find(|&(s, e)| s <= at && end <= e);
-                            let in_clause = clause
-                                .is_some_and(|(s, e)| !find_bounded(&text[s..e], about).is_empty());
+                            let in_clause = clause.is_some_and(|(s, e)| {
+                                !find_bounded(&lined[s..e], about).is_empty()
+                            });
                             if !in_clause {
                                 continue;
                             }
@@ -326,6 +336,18 @@ mod tests {
             Message::user("q"),
         ]);
         assert_eq!(found(&r, &f), Recalled::Unknown);
+        // A line end ends a clause: the subject on one row and the value on the next is
+        // no presence.
+        let r = req(vec![
+            Message::tool_result("c1", "svc-3   up\nsvc-4   8003"),
+            Message::user("q"),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Unknown);
+        let r = req(vec![
+            Message::tool_result("c1", "svc-4   9000\nsvc-3   8003"),
+            Message::user("q"),
+        ]);
+        assert_eq!(found(&r, &f), Recalled::Version(0));
     }
 
     #[test]
