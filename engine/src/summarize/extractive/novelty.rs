@@ -89,10 +89,10 @@ impl Vocabulary {
     /// Unchanged when there is no such lead: a rule keeps its words, and the filler glued
     /// to it no longer dilutes its rank or costs room.
     pub(super) fn without_routine_lead<'s>(&self, sentence: &'s str) -> &'s str {
-        let mut common_run = 0;
-        for (offset, token) in sentence
+        for (common_run, (offset, token)) in sentence
             .split_whitespace()
             .map(|t| (t.as_ptr() as usize - sentence.as_ptr() as usize, t))
+            .enumerate()
         {
             let mut chars = token.chars();
             let capitalised = chars.next().is_some_and(char::is_uppercase)
@@ -104,7 +104,6 @@ impl Vocabulary {
             if ws.peek().is_none() || !ws.all(|w| self.common(&w)) {
                 return sentence;
             }
-            common_run += 1;
         }
         sentence
     }

@@ -81,7 +81,7 @@ const MIN_WRAPPED_LINE_CHARS: usize = 40;
 fn soft_wrap(
     sentence: &str,
     line_chars: usize,
-    rest: std::iter::Peekable<std::str::Chars<'_>>,
+    mut rest: std::iter::Peekable<std::str::Chars<'_>>,
 ) -> bool {
     let stops_mid =
         sentence.trim_end().chars().last().is_some_and(|c| {
@@ -90,8 +90,7 @@ fn soft_wrap(
     stops_mid
         && line_chars >= MIN_WRAPPED_LINE_CHARS
         && rest
-            .skip_while(|c| *c == ' ' || *c == '\t')
-            .next()
+            .find(|c| *c != ' ' && *c != '\t')
             .is_some_and(char::is_lowercase)
 }
 

@@ -345,7 +345,7 @@ fn dropped_fact_passes_validation_but_is_gone() {
     }];
     let r = summarize_with(s).expect("passes validation");
     let t = text(&r);
-    let (model_part, _) = t.split_once("\n## ").unwrap_or((&t, ""));
+    let (model_part, _) = t.split_once("\n## ").unwrap_or((t, ""));
     assert!(!model_part.contains("The owner is"), "{t}");
     // The newest request is task state: the extractive section brings it back.
     assert!(
