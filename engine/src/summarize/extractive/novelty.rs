@@ -148,8 +148,8 @@ impl Vocabulary {
 mod tests {
     use super::*;
 
-    #[test]
-    fn words_everyone_repeats_are_common_and_a_rare_term_is_not() {
+    /// Thirty sentences of one small vocabulary: its words are common.
+    fn routine_text() -> String {
         let mut text = String::new();
         let verbs = ["passes", "merges", "records", "checks", "returns"];
         let objects = ["cache", "value", "request", "branch", "test", "reason"];
@@ -158,6 +158,12 @@ mod tests {
                 text.push_str(&format!("The module handler {v} the {o} before merging.\n"));
             }
         }
+        text
+    }
+
+    #[test]
+    fn words_everyone_repeats_are_common_and_a_rare_term_is_not() {
+        let mut text = routine_text();
         text.push_str("The module handler stores the cache under /var/lib/quokka.\n");
         let v = Vocabulary::of([text.as_str()]);
         assert_eq!(v.profile("The module handler checks the cache value.").0, 0);
@@ -171,14 +177,7 @@ mod tests {
 
     #[test]
     fn a_lead_of_everyday_words_run_into_a_sentence_is_cut() {
-        let mut text = String::new();
-        let verbs = ["passes", "merges", "records", "checks", "returns"];
-        let objects = ["cache", "value", "request", "branch", "test", "reason"];
-        for v in verbs {
-            for o in objects {
-                text.push_str(&format!("The module handler {v} the {o} before merging.\n"));
-            }
-        }
+        let text = routine_text();
         let v = Vocabulary::of([text.as_str()]);
         let glued =
             "The handler checks the cache value Also, nobody restarts the gateway before 18:00.";
