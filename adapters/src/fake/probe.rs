@@ -85,12 +85,7 @@ fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
         // Values are looked for line by line: normalising the whole text would turn its line
         // ends into spaces, and a clause must end at a line end (a table row, a `key: value`
         // line) as the docs say — else `svc-3` on one row and `8003` on the next would count.
-        let lined: String = seg
-            .text
-            .split('\n')
-            .map(normalize)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let mut lined: Option<String> = None;
         for (v, statement) in fact.statements.iter().enumerate() {
             let value = fact
                 .values
@@ -99,10 +94,17 @@ fn hits(fact: &FakeFact, group: &[Segment<'_>]) -> Vec<Hit> {
                 .filter(|x| !x.is_empty());
             match value {
                 Some(value) => {
-                    for at in find_bounded(&lined, &value) {
+                    let lined = lined.get_or_insert_with(|| {
+                        seg.text
+                            .split('\n')
+                            .map(normalize)
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    });
+                    for at in find_bounded(lined, &value) {
                         let end = at + value.len();
                         if let Some(about) = &about {
-                            let clause = clauses(&lined)
+                            let clause = clauses(lined)
                                 .into_iter()
                                 .find(|&(s, e)| s <= at && end <= e);
                             let in_clause = clause.is_some_and(|(s, e)| {

@@ -258,7 +258,7 @@ pub(super) fn collect(
                 let tag = if is_final { "answer" } else { "assistant" };
                 let ranked = sentences(&m.content)
                     .into_iter()
-                    .map(|s| vocabulary.without_routine_lead(&s).to_string())
+                    .map(|s| vocabulary.cut_routine_lead(s))
                     .enumerate()
                     .flat_map(|(k, s)| ranked_parts(s).into_iter().map(move |(p, c)| (k, p, c)));
                 let mut lead = is_final && asked;
@@ -399,8 +399,8 @@ pub(super) fn collect(
                     && sentence_list[1..].iter().all(|s| is_question(s));
                 let skip = usize::from(lead_in);
                 let sentence_list: Vec<String> = sentence_list
-                    .iter()
-                    .map(|s| vocabulary.without_routine_lead(s).to_string())
+                    .into_iter()
+                    .map(|s| vocabulary.cut_routine_lead(s))
                     .collect();
                 for (s, claim) in sentence_list.into_iter().skip(skip).flat_map(ranked_parts) {
                     seq += 1;

@@ -108,6 +108,16 @@ impl Vocabulary {
         sentence
     }
 
+    /// [`Self::without_routine_lead`] of an owned sentence, reusing it when nothing is cut.
+    pub(super) fn cut_routine_lead(&self, sentence: String) -> String {
+        let cut = sentence.len() - self.without_routine_lead(&sentence).len();
+        if cut == 0 {
+            sentence
+        } else {
+            sentence[cut..].to_string()
+        }
+    }
+
     /// Whether `sentence` is routine: long enough to say something, yet made only of
     /// words the covered material uses everywhere.
     pub(crate) fn is_routine(&self, sentence: &str) -> bool {

@@ -448,7 +448,9 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if exit_code().is_match(line) {
         take(8, true, &mut best);
     }
-    if (error_line().is_match(line) || error_line().is_match(raw)) && n <= 40 {
+    let error =
+        error_line().is_match(line) || (raw.len() != line.len() && error_line().is_match(raw));
+    if error && n <= 40 {
         take(7, true, &mut best);
     }
     if planned_outcome().is_match(line) && n <= 30 {

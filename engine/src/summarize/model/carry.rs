@@ -218,10 +218,7 @@ pub fn extractive_lines(
     extracted
         .lines()
         .skip(1) // "Turns a–b (extractive; …):"
-        .filter(|line| {
-            let body = line.split_once("] ").map_or(*line, |(_, b)| b);
-            !have.contains(&normalize(body.trim_end_matches(['.', '!', ';'])))
-        })
+        .filter(|line| !held(line.split_once("] ").map_or(*line, |(_, b)| b)))
         .map(str::to_string)
         .collect()
 }
