@@ -58,6 +58,7 @@ use ctxbench_sut::SummaryStrategy;
 
 pub(crate) use claims::claims;
 pub(crate) use novelty::Vocabulary;
+pub(crate) use rules::is_clear_rule;
 pub(crate) use text::archive_refs as archive_ref_pattern;
 pub use text::sentences;
 

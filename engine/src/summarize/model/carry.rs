@@ -6,7 +6,9 @@
 //! one thing cheaply: whether each statement of the user that names a concrete value or
 //! states a rule is still in the summary. Those the summary left out are **carried
 //! forward** verbatim, with their turn, in a section after the model's text, within the
-//! share of the summary's size the model was not given ([`CARRY_SHARE`]).
+//! share of the summary's size the model was not given ([`CARRY_SHARE`]). A rule is a
+//! *clear* rule by the extractive summarizer's test: a rule word in passing (*only*,
+//! *should* in everyday prose) is not one, or chatter would take the room.
 //!
 //! Routine requests (sentences that differ only in their numbers) are left to the model:
 //! carrying their occurrences would fill the room with the routine. Questions, approval
@@ -26,8 +28,10 @@ use std::collections::HashMap;
 
 use ctxbench_adapters::Role;
 
-use super::validation::{is_constraint, normalize};
-use crate::summarize::extractive::{claims, extract_missing, names_a_value, sentences, Vocabulary};
+use super::validation::normalize;
+use crate::summarize::extractive::{
+    claims, extract_missing, is_clear_rule, names_a_value, sentences, Vocabulary,
+};
 use crate::summarize::SummaryRequest;
 
 /// Heading of the carried section (one line; the items follow as `- [turn N · user] …`).
@@ -85,7 +89,7 @@ pub fn carried_lines(
     let push = |turn: usize, text: String, candidates: &mut Vec<Candidate>| {
         let order = candidates.len();
         candidates.push(Candidate {
-            rule: is_constraint(&text),
+            rule: is_clear_rule(&text),
             turn,
             text,
             order,
@@ -115,7 +119,7 @@ pub fn carried_lines(
                 && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
                 && !claims().is_match(&s)
                 && !vocabulary.is_routine(&s)
-                && (is_constraint(&s) || names_a_value(&s));
+                && (is_clear_rule(&s) || names_a_value(&s));
             if keep {
                 push(turn, s, &mut candidates);
             }

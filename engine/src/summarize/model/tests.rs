@@ -590,3 +590,25 @@ fn user_statements_the_summary_left_out_are_carried_forward() {
         text(&r)
     );
 }
+
+#[test]
+fn a_rule_word_in_passing_prose_is_not_carried() {
+    let message = Message::user(
+        "Review keeps hot caller steps only once in the loop. \
+         Deploys happen only on Tuesdays after 14:00 UTC, never on Fridays.",
+    );
+    let f = Fixture {
+        entries: vec![Entry {
+            hash: message.content_hash(),
+            message,
+        }],
+        ..Fixture::new()
+    };
+    let req = SummaryRequest {
+        turn_numbers: &[1],
+        ..f.request(None)
+    };
+    let carried = super::carry::carried_lines(&req, &valid_text(), 400).join("\n");
+    assert!(carried.contains("never on Fridays"), "{carried}");
+    assert!(!carried.contains("Review keeps"), "{carried}");
+}
