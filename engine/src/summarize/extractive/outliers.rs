@@ -12,7 +12,8 @@
 //! of whitespace- (or `|`-) separated cells, at least [`MIN_CELLS`]. A numeric column's
 //! outlier is its most extreme value when it is far from the median both relatively (at
 //! least half the median away) and against the column's own spread (three median absolute
-//! deviations); a column of sequential numbers or of near-equal counters has none. A text
+//! deviations); a column of sequential numbers or of near-equal counters has none. Log fields
+//! (`queries=1190`) count as numbers. A text
 //! column's outliers are values that occur once where one value fills most of the column.
 
 use std::collections::HashMap;
@@ -99,6 +100,7 @@ fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
     let width = rows[0].1.len();
     for col in 0..width {
         let column: Vec<&str> = rows.iter().map(|(_, c)| c[col].as_str()).collect();
+        let column = without_common_key(&column);
         let found = match numeric_column(&column) {
             Some(cells) => {
                 let values: Vec<f64> = cells.iter().map(|&(_, v)| v).collect();
@@ -113,6 +115,37 @@ fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
             *out.entry(rows[i].0).or_default() += 1;
         }
     }
+}
+
+/// The column's cells without the `key=` they share (`queries=1190`, `queries=54`: a log
+/// line's fields), when most cells ([`NUMERIC_PERCENT`]) open with one; else as they are.
+fn without_common_key<'c>(column: &[&'c str]) -> Vec<&'c str> {
+    let key = |cell: &'c str| {
+        let (k, _) = cell.split_once('=')?;
+        (!k.is_empty()
+            && k.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .then_some(k)
+    };
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for cell in column {
+        if let Some(k) = key(cell) {
+            *counts.entry(k).or_default() += 1;
+        }
+    }
+    let Some((common, n)) = counts.into_iter().max_by_key(|&(k, n)| (n, k)) else {
+        return column.to_vec();
+    };
+    if n * 100 < column.len() * NUMERIC_PERCENT {
+        return column.to_vec();
+    }
+    column
+        .iter()
+        .map(|cell| match key(cell) {
+            Some(k) if k == common => &cell[k.len() + 1..],
+            _ => cell,
+        })
+        .collect()
 }
 
 /// What a cell's number measures, so that values written with different prefixes compare.
@@ -341,6 +374,17 @@ mod tests {
         let dead_letters =
             "q raw 90012210\nq raw 89977302\nq raw 90101188\nq raw 90230017\nq dlq 1120\nq dlq 998";
         assert!(rows(dead_letters).is_empty(), "{:?}", rows(dead_letters));
+        // Log fields (`queries=54`) are numbers: the request issuing a thousand queries
+        // stands out, not the one `status=201` among `status=200` (a text column would
+        // single it out).
+        let profile = "GET /api/health/ status=200 queries=1 sql_ms=1\n\
+                       GET /api/contacts/ status=200 queries=54 sql_ms=210\n\
+                       GET /api/export/ status=200 queries=3 sql_ms=12\n\
+                       GET /api/accounts/ status=200 queries=1287 sql_ms=4318\n\
+                       GET /api/accounts/8812/ status=200 queries=61 sql_ms=288\n\
+                       GET /api/accounts/9/ status=201 queries=9 sql_ms=33\n\
+                       GET /api/users/me/ status=200 queries=4 sql_ms=6";
+        assert_eq!(rows(profile), vec![3]);
     }
 
     #[test]
