@@ -28,6 +28,10 @@ const MIN_ROUTINE_WORDS: usize = 4;
 /// Fewest common words before a capitalised one that make a lead of filler run into a
 /// sentence.
 const MIN_ROUTINE_LEAD: usize = 5;
+/// Fewest words the rest of a sentence must have for a routine lead to be cut: a routine
+/// request that ends in a name ("… before we touch the UART code.") is one sentence, not a
+/// lead and a two-word fragment.
+const MIN_CUT_REST_WORDS: usize = 5;
 /// Rank a routine sentence gives up.
 const ROUTINE_PENALTY: i64 = 25;
 /// Rank per rare word (at most [`MAX_RARE_CREDIT`] of them).
@@ -85,7 +89,8 @@ impl Vocabulary {
 
     /// `sentence` without a lead of everyday words run into it: text that lost its full
     /// stop ("… when loads update file small Also, nobody restarts the gateway …"), cut
-    /// where a capitalised word follows at least [`MIN_ROUTINE_LEAD`] common words.
+    /// where a capitalised word follows at least [`MIN_ROUTINE_LEAD`] common words and
+    /// begins a rest of at least [`MIN_CUT_REST_WORDS`].
     /// Unchanged when there is no such lead: a rule keeps its words, and the filler glued
     /// to it no longer dilutes its rank or costs room.
     pub(super) fn without_routine_lead<'s>(&self, sentence: &'s str) -> &'s str {
@@ -98,7 +103,12 @@ impl Vocabulary {
             let capitalised = chars.next().is_some_and(char::is_uppercase)
                 && chars.next().is_some_and(char::is_lowercase);
             if capitalised && common_run >= MIN_ROUTINE_LEAD {
-                return &sentence[offset..];
+                let rest = &sentence[offset..];
+                return if words(rest).count() >= MIN_CUT_REST_WORDS {
+                    rest
+                } else {
+                    sentence
+                };
             }
             let mut ws = words(token).peekable();
             if ws.peek().is_none() || !ws.all(|w| self.common(&w)) {
@@ -200,6 +210,9 @@ mod tests {
         assert_eq!(v.without_routine_lead(own), own);
         let short = "The cache Never expires.";
         assert_eq!(v.without_routine_lead(short), short);
+        // A routine sentence that ends in a name is not cut to a fragment.
+        let named = "The handler checks the cache value before the UART module.";
+        assert_eq!(v.without_routine_lead(named), named);
     }
 
     #[test]

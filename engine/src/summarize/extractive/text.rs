@@ -75,8 +75,9 @@ fn quoted() -> &'static Regex {
 const MIN_WRAPPED_LINE_CHARS: usize = 40;
 
 /// Whether the line break after a line of `line_chars` characters, ending `sentence` so
-/// far, only wraps prose: the line is long, stops mid-sentence (a word, a comma, a colon, a closing bracket), and
-/// the next line goes on in lower case. Hard-wrapped text (a YAML block, a commit message,
+/// far, only wraps prose: the line is long, stops mid-sentence (a word, a comma, a colon, a
+/// closing bracket), and the next line goes on in lower case — or the line ends on a word
+/// no sentence ends on ([`NON_FINAL_WORDS`]). Hard-wrapped text (a YAML block, a commit message,
 /// an email) would otherwise be read as fragments, each ranked by what it happens to hold.
 fn soft_wrap(
     sentence: &str,
@@ -87,12 +88,42 @@ fn soft_wrap(
         sentence.trim_end().chars().last().is_some_and(|c| {
             c.is_alphanumeric() || matches!(c, ',' | ':' | ')' | '"' | '\'' | '`')
         });
-    stops_mid
-        && line_chars >= MIN_WRAPPED_LINE_CHARS
-        && rest
-            .find(|c| *c != ' ' && *c != '\t')
-            .is_some_and(char::is_lowercase)
+    if !stops_mid || line_chars < MIN_WRAPPED_LINE_CHARS {
+        return false;
+    }
+    let next: String = rest
+        .by_ref()
+        .skip_while(|c| *c == ' ' || *c == '\t')
+        .take_while(|c| *c != '\n')
+        .collect();
+    let Some(first) = next.chars().next() else {
+        return false;
+    };
+    // A line that ends on a word no sentence ends on ("… before we touch the" / "UART code.")
+    // goes on whatever the case of the next line, unless that line opens a list or a
+    // heading of its own.
+    let last_word = sentence
+        .split_whitespace()
+        .last()
+        .map(|w| w.to_ascii_lowercase())
+        .unwrap_or_default();
+    first.is_lowercase()
+        || (NON_FINAL_WORDS.contains(&last_word.as_str())
+            && first.is_alphanumeric()
+            && !next
+                .split_whitespace()
+                .next()
+                .is_some_and(|t| list_marker().is_match(t)))
 }
+
+/// Words no English sentence ends on: articles, prepositions, conjunctions, auxiliaries
+/// and subject pronouns. A line break after one is a wrap.
+const NON_FINAL_WORDS: &[&str] = &[
+    "a", "an", "the", "to", "of", "for", "in", "on", "at", "by", "with", "from", "into", "onto",
+    "and", "or", "but", "nor", "than", "via", "per", "our", "your", "their", "its", "my", "we",
+    "they", "is", "are", "was", "were", "will", "would", "should", "can", "could", "must", "may",
+    "might", "shall", "if", "because", "when", "while", "whose", "which",
+];
 
 /// Split text into sentences (on `.`, `!`, `?` followed by whitespace, or a newline that
 /// does not only wrap prose, see [`soft_wrap`]). A list marker (`1.`) stays with the item
@@ -408,13 +439,30 @@ mod tests {
         );
         assert_eq!(
             sentences(
-                "This line is long enough to be wrapped prose but\nThe next starts a sentence"
+                "This line is long enough to be wrapped prose today\nThe next starts a sentence"
             ),
             vec![
-                "This line is long enough to be wrapped prose but",
+                "This line is long enough to be wrapped prose today",
                 "The next starts a sentence"
             ]
         );
+    }
+
+    #[test]
+    fn a_line_ending_on_an_article_wraps_into_a_capitalised_line() {
+        let wrapped =
+            "Review driver module 5 for the same ISR-context pattern before we touch the\n\
+                       UART code. Then stop.";
+        assert_eq!(
+            sentences(wrapped),
+            vec![
+                "Review driver module 5 for the same ISR-context pattern before we touch the UART code.",
+                "Then stop."
+            ]
+        );
+        // A list item on the next line is its own, whatever the line before ends on.
+        let listed = "These are the steps we agreed on, in the order of the\n1. Fix it.";
+        assert_eq!(sentences(listed).len(), 2);
     }
 
     #[test]
