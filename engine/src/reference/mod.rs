@@ -40,7 +40,9 @@ use super::strategy::{self, Fallback, Which};
 use super::summarize::extractive::{ExtractiveSummarizer, MutantExtractive};
 use super::summarize::model::ModelSummarizer;
 use super::summarize::native::NativeSummarizer;
-use super::summarize::{SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult};
+use super::summarize::{
+    Later, SummarizeError, Summarizer, SummaryContent, SummaryRequest, SummaryResult,
+};
 use super::tool_projection::project_oldest;
 use crate::budget::BudgetBreakdown;
 use crate::instructions::InstructionSnapshot;

@@ -121,6 +121,7 @@ impl ReferenceEngine {
                             redactor,
                             estimator: &self.estimator,
                             model: &self.config.model.model,
+                            later: Later::of(&entries[end..]),
                         },
                         provider,
                     )

@@ -35,6 +35,32 @@ pub struct SummaryRequest<'a> {
     pub estimator: &'a RequestEstimator,
     /// Model id of the conversation (for model and native strategies).
     pub model: &'a str,
+    /// What the messages kept after the covered ones already hold: a newer request or a
+    /// newer call makes the covered turn's task state history.
+    pub later: Later,
+}
+
+/// What the retained messages (the tail after the covered span) hold that supersedes the
+/// covered span's task state. A compaction that cuts inside a turn keeps that turn's
+/// request current; one that keeps a newer turn does not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Later {
+    /// A user message follows the covered span: its newest request is no longer the task.
+    pub request: bool,
+    /// A tool call follows the covered span: its last command and file in flight are no
+    /// longer the last.
+    pub calls: bool,
+}
+
+impl Later {
+    /// What `kept` (the messages after the covered span) holds.
+    pub fn of(kept: &[Entry]) -> Later {
+        use ctxbench_adapters::Role;
+        Later {
+            request: kept.iter().any(|e| e.message.role == Role::User),
+            calls: kept.iter().any(|e| !e.message.tool_calls.is_empty()),
+        }
+    }
 }
 
 /// What a summarizer produced.

@@ -89,17 +89,27 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     if verified {
         score += 14;
     }
-    if informative && reason().is_match(sentence) {
+    let explains = informative && reason().is_match(sentence);
+    if explains {
         score += 4;
     }
     if first && final_answer && informative {
         score += 6;
+        // An answer that opens with a cause ("Bytes are lost because …") is the diagnosis
+        // the turn was for: it ranks as a decision does.
+        if explains && !decided {
+            score += DIAGNOSIS;
+        }
     }
     if is_question(sentence) {
         score -= 12;
     }
     Some(score)
 }
+
+/// What the causal lead of a final answer gains: as much as a decision, short of its
+/// decision word.
+const DIAGNOSIS: i64 = 12;
 
 /// What an answer sentence gains when its turn's request asked a question: what the user
 /// asked for is what they ask about again ("why did you say it was slow?"), whether or not

@@ -124,7 +124,7 @@ pub(super) fn collect(
             last_calls.push(call.id.as_str());
             paths_in(&call.arguments, &mut touched);
         }
-        if let Some(p) = touched.last() {
+        if let Some(p) = touched.last().filter(|_| !req.later.calls) {
             in_flight = Some((turns[i], p.clone()));
         }
         files.extend(touched);
@@ -134,6 +134,11 @@ pub(super) fn collect(
     // the newest call of each tool — the last shell command is often followed by reads —
     // when the summary has room for it: a long label is repeated on every line of its
     // result, and in a small summary it costs what a value would.
+    // A later call (in the retained messages) is the last one: these are history.
+    if req.later.calls {
+        last_calls.clear();
+        last_call_message = None;
+    }
     let last_batch = last_call_message
         .into_iter()
         .flat_map(|i| messages[i].tool_calls.iter());
@@ -146,7 +151,12 @@ pub(super) fn collect(
             call_label_long(&call.name, &call.arguments),
         );
     }
-    let newest_user = messages.iter().rposition(|m| m.role == Role::User);
+    // A later request (in the retained messages) is the task: the covered one's parts
+    // compete as what the user said.
+    let newest_user = messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .filter(|_| !req.later.request);
     let request_chars =
         (req.target_tokens * REQUEST_SHARE_PERCENT / 100 * CHARS_PER_TOKEN) as usize;
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::session::Entry;
+use crate::summarize::Later;
 use ctxbench_adapters::estimate::{EstimatorKind, RequestEstimator};
 use ctxbench_adapters::Message;
 use ctxbench_sut::redact::Redactor;
@@ -19,6 +20,17 @@ fn run_with(
     secrets: &[String],
     broken: Breakage,
 ) -> String {
+    run_later(msgs, turns, target, secrets, broken, Later::default())
+}
+
+fn run_later(
+    msgs: Vec<Message>,
+    turns: Vec<usize>,
+    target: u64,
+    secrets: &[String],
+    broken: Breakage,
+    later: Later,
+) -> String {
     let covered: Vec<Entry> = msgs.into_iter().map(entry).collect();
     let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
     let red = Redactor::new(secrets);
@@ -32,6 +44,7 @@ fn run_with(
             redactor: &red,
             estimator: &est,
             model: "m",
+            later,
         },
         broken,
     )
@@ -365,6 +378,36 @@ fn the_newest_request_survives_with_all_its_parts_and_the_task_state() {
 }
 
 #[test]
+fn a_later_turn_in_the_tail_makes_the_covered_task_state_history() {
+    let mut msgs = Vec::new();
+    let mut turns = Vec::new();
+    work(1, 20, &mut msgs, &mut turns);
+    msgs.push(Message::user(
+        "Bump the crate to 0.9.1 and add a changelog entry that mentions the rename.",
+    ));
+    msgs.push(calls(vec![call(
+        "k1",
+        "edit_file",
+        serde_json::json!({"path": "crates/loader/Cargo.toml"}),
+    )]));
+    msgs.push(Message::tool_result("k1", "ok"));
+    msgs.push(Message::assistant("Bumped to 0.9.1."));
+    turns.extend([21; 4]);
+    let current = run(msgs.clone(), turns.clone(), 350, &[]);
+    assert!(current.contains("[21 request] Bump the crate"), "{current}");
+    assert!(current.contains("[21 command] edit_file("), "{current}");
+    let later = Later {
+        request: true,
+        calls: true,
+    };
+    let s = run_later(msgs, turns, 350, &[], Breakage::default(), later);
+    // The request is what the user said now, the command one more tool result.
+    assert!(!s.contains("request]") && !s.contains("command]"), "{s}");
+    assert!(!s.contains("in-flight]"), "{s}");
+    assert!(s.contains("0.9.1"), "{s}");
+}
+
+#[test]
 fn a_huge_newest_request_keeps_its_informative_parts_within_budget() {
     let mut msgs = Vec::new();
     let mut turns = Vec::new();
@@ -426,6 +469,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         redactor: &red,
         estimator: &est,
         model: "m",
+        later: Default::default(),
     };
     let s = extract(&req);
     // The mutants drop what they drop from the rolled-over lines too.

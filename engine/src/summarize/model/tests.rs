@@ -115,6 +115,7 @@ impl Fixture {
             redactor: &self.redactor,
             estimator: &self.estimator,
             model: MODEL,
+            later: Default::default(),
         }
     }
 }
