@@ -214,7 +214,10 @@ pub(super) fn collect(
                 ranked.sort_by_key(|(_, l)| l.position);
                 for (rank, line) in ranked {
                     seq += 1;
-                    let line_text = clip(&line.text, MAX_LINE_CHARS);
+                    // A row's own ` | ` (psql, a log's fields) is written `|`: the lines of
+                    // one result are joined with ` | `, and a rolled checkpoint splits them
+                    // there — a row must come back whole.
+                    let line_text = clip(&line.text.replace(" | ", "|"), MAX_LINE_CHARS);
                     let text = if line.verification {
                         historical(&line_text)
                     } else {

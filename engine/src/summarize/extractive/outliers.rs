@@ -116,20 +116,23 @@ fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
         }
     }
 }
-
-/// The column's cells without the `key=` they share (`queries=1190`, `queries=54`: a log
-/// line's fields), when most cells ([`NUMERIC_PERCENT`]) open with one; else as they are.
+/// The column's cells without the key they share (`queries=1190`, `loss 7.942`,
+/// `lag: 12`: a log line's fields), when most cells ([`NUMERIC_PERCENT`]) open with one
+/// before a number; else as they are.
 fn without_common_key<'c>(column: &[&'c str]) -> Vec<&'c str> {
-    let key = |cell: &'c str| {
-        let (k, _) = cell.split_once('=')?;
-        (!k.is_empty()
+    let key = |cell: &'c str| -> Option<(&'c str, &'c str)> {
+        let at = cell.find(['=', ':', ' '])?;
+        let (k, rest) = (&cell[..at], cell[at + 1..].trim_start());
+        let named = !k.is_empty()
             && k.chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .then_some(k)
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            && k.chars().any(char::is_alphabetic);
+        (named && rest.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-'))
+            .then_some((k, rest))
     };
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for cell in column {
-        if let Some(k) = key(cell) {
+        if let Some((k, _)) = key(cell) {
             *counts.entry(k).or_default() += 1;
         }
     }
@@ -142,7 +145,7 @@ fn without_common_key<'c>(column: &[&'c str]) -> Vec<&'c str> {
     column
         .iter()
         .map(|cell| match key(cell) {
-            Some(k) if k == common => &cell[k.len() + 1..],
+            Some((k, rest)) if k == common => rest,
             _ => cell,
         })
         .collect()

@@ -499,6 +499,68 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
 }
 
 #[test]
+fn a_row_with_its_own_pipes_comes_back_whole_from_a_rolled_checkpoint() {
+    let log = "step 13800 | loss 2.331 | grad_norm 0.91\n\
+               step 14000 | loss 2.327 | grad_norm 0.97\n\
+               step 14200 | loss 2.318 | grad_norm 0.94\n\
+               step 14400 | loss 2.301 | grad_norm 1.02\n\
+               step 14600 | loss 7.942 | grad_norm 48.70";
+    let first = run(
+        vec![
+            Message::user("Show me the log around the spike."),
+            calls(vec![call(
+                "c1",
+                "bash",
+                serde_json::json!({"command": "grep step train.log"}),
+            )]),
+            Message::tool_result("c1", log),
+            Message::assistant("The loss jumps at 14600."),
+        ],
+        vec![1, 1, 1, 1],
+        300,
+        &[],
+    );
+    let row = "step 14600|loss 7.942|grad_norm 48.70";
+    assert!(first.contains(row), "{first}");
+    let covered = vec![
+        entry(Message::user("Next task: look at the scheduler.")),
+        entry(Message::assistant("Looking.")),
+    ];
+    let prev = crate::checkpoint::Checkpoint {
+        schema_version: crate::checkpoint::CHECKPOINT_SCHEMA_VERSION,
+        id: "ck_prev".into(),
+        strategy: SummaryStrategy::Extractive,
+        summarized_through: 3,
+        source_hash: String::new(),
+        retained_tail_start: 4,
+        retained_tail_end: 4,
+        retained_tail_hash: String::new(),
+        summary: Some(first),
+        opaque_item: None,
+        compaction_model_id: "extractive".into(),
+        estimated_tokens: 0,
+        source_message_count: 4,
+        created_at: String::new(),
+        safety_labels: Vec::new(),
+        previous_id: None,
+    };
+    let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
+    let red = Redactor::default();
+    let rolled = extract(&SummaryRequest {
+        previous: Some(&prev),
+        covered: &covered,
+        first_index: 4,
+        turn_numbers: &[2, 2],
+        target_tokens: 300,
+        redactor: &red,
+        estimator: &est,
+        model: "m",
+        later: Default::default(),
+    });
+    assert!(rolled.contains(row), "{rolled}");
+}
+
+#[test]
 fn claims_in_tool_output_never_become_key_lines() {
     let s =
         run(

@@ -20,7 +20,7 @@ use super::claims::claims;
 use super::frames::{crash_sites, frame_lines, raised_exceptions};
 use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
-use super::text::{clip, one_line, words};
+use super::text::{clip, occurrence_key, one_line, words};
 
 /// Most key lines kept from one tool result.
 pub const MAX_LINES_PER_RESULT: usize = 6;
@@ -531,6 +531,13 @@ fn zero_valued(line: &str) -> bool {
     })
 }
 
+/// What a row gives up when at least [`MIN_LOOKALIKES`] rows of its result differ from it
+/// only in their numbers and it does not stand out among them: the other results' lines
+/// go first.
+const LOOKALIKE_PENALTY: i64 = 3;
+/// Fewest rows of one shape that make each of them a look-alike.
+const MIN_LOOKALIKES: usize = 3;
+
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
@@ -546,6 +553,17 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let sections = Sections::of(content);
     let columns = Columns::of(content);
     let outliers = outlier_rows(&lines);
+    // Rows that are one another apart from their numbers (one per GPU, per batch, per
+    // shard): a sample of them says what each says.
+    let mut shapes: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for l in lines.iter().filter(|l| !l.is_empty()) {
+        *shapes.entry(occurrence_key(l)).or_default() += 1;
+    }
+    let lookalike = |l: &str| {
+        shapes
+            .get(&occurrence_key(l))
+            .is_some_and(|&n| n >= MIN_LOOKALIKES)
+    };
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -610,6 +628,8 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             score + OUTLIER_BONUS + (columns as i64 - 1).min(MAX_MORE_COLUMNS)
         } else if !verification && zero_valued(line) {
             (score - ZERO_PENALTY).max(1)
+        } else if !verification && lookalike(line) {
+            (score - LOOKALIKE_PENALTY).max(1)
         } else {
             score
         };
@@ -885,6 +905,27 @@ mod tests {
         );
         assert!(zero_valued("RETRIES = 0") && zero_valued("used: 0B"));
         assert!(!zero_valued("Tests: 0 failed, 12 passed") && !zero_valued("port: 8080"));
+    }
+
+    #[test]
+    fn rows_that_differ_only_in_numbers_rank_below_a_line_of_their_own() {
+        let gpus = "0, NVIDIA A100-SXM4-80GB, 71234 MiB, 0 %\n\
+                    1, NVIDIA A100-SXM4-80GB, 71190 MiB, 0 %\n\
+                    2, NVIDIA A100-SXM4-80GB, 71202 MiB, 0 %\n\
+                    Driver Version: 535.104.05";
+        let k = key_lines(gpus);
+        assert_eq!(k[0].text, "Driver Version: 535.104.05", "{:?}", texts(gpus));
+        // The one that stands out among them keeps its rank (log fields are numbers).
+        let log = "step 13800 | loss 2.331 | grad_norm 0.91\n\
+                   step 14000 | loss 2.327 | grad_norm 0.97\n\
+                   step 14200 | loss 2.318 | grad_norm 0.94\n\
+                   step 14400 | loss 2.301 | grad_norm 1.02\n\
+                   step 14600 | loss 7.942 | grad_norm 48.70";
+        let k = key_lines(log);
+        assert!(
+            k[0].text.contains("14600") && k[0].score > k[1].score + 3,
+            "{k:?}"
+        );
     }
 
     #[test]
