@@ -75,6 +75,25 @@ pub(super) fn key_value() -> &'static Regex {
     })
 }
 
+/// A measurement under a label of a few words, a parenthesis allowed (`p99 latency (first
+/// run, 64 concurrent): 412ms`, `Total Blocking Time: 910 ms`): a benchmark's or a
+/// profiler's result line.
+fn labelled_measure() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"^[A-Za-z][\w.\-/ ]{0,40}(?:\([^()]{1,40}\))?[\w.\-/ ]{0,20}:\s+[-+]?\d[\d.,]*\s?[A-Za-zµ%/]{0,6}\s*$",
+        )
+        .expect("static regex")
+    })
+}
+
+/// A commit as `git log --oneline` prints it: an abbreviated hash, then the subject.
+fn commit_line() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"^[0-9a-f]{7,40}\s+\S").expect("static regex"))
+}
+
 /// `name:value` with nothing between (Redis `INFO`, `key:value` dumps):
 /// `evicted_keys:1849302`, `maxmemory_policy:volatile-lru`.
 fn compact_setting() -> &'static Regex {
@@ -435,6 +454,12 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
         if literal(&c[2]) || !c[2].contains(['(', '{', '[']) {
             take(5 + i64::from(numeric(&c[2])), false, &mut best);
         }
+    }
+    if best == 0 && labelled_measure().is_match(line) {
+        take(7, false, &mut best);
+    }
+    if n <= 24 && commit_line().is_match(line) {
+        take(5, false, &mut best);
     }
     let failed = failure().is_match(line) && n <= 40;
     if failed {
@@ -926,6 +951,22 @@ mod tests {
             k[0].text.contains("14600") && k[0].score > k[1].score + 3,
             "{k:?}"
         );
+    }
+
+    #[test]
+    fn commits_and_labelled_measurements_are_key_lines() {
+        let k = texts("a3f9c2e fix(ledger): retry ledger write on serialization failure\nrunning the suite now");
+        assert_eq!(
+            k,
+            vec!["a3f9c2e fix(ledger): retry ledger write on serialization failure"]
+        );
+        let k = texts(
+            "running (2m00.0s), 18211 complete\np99 latency (first run, 64 concurrent): 412ms",
+        );
+        assert!(k.iter().any(|l| l.ends_with("412ms")), "{k:?}");
+        // Prose with a colon is no measurement.
+        assert!(labelled_measure().is_match("Total Blocking Time: 910 ms"));
+        assert!(!labelled_measure().is_match("Note: the build takes 40 minutes on CI"));
     }
 
     #[test]
