@@ -7,13 +7,13 @@ use ctxbench_harness::Mode;
 
 /// A model-written checkpoint whose summarization request fits (small summary
 /// allowance), and the same session with an allowance so large it cannot.
-fn session(summary_target: u64) -> String {
+fn session(summary_target: u64, tail: u64) -> String {
     format!(
         r#"
 id: summary-fit
 title: Summary fit
 model: {{context_window: 4096, max_output: 256}}
-context: {{reserved_output_tokens: 256, buffer_tokens: 256, recent_tail_tokens: 1200, summary_target_tokens: {summary_target}, strategy: model}}
+context: {{reserved_output_tokens: 256, buffer_tokens: 256, recent_tail_tokens: {tail}, summary_target_tokens: {summary_target}, strategy: model}}
 instructions: "You are a coding agent."
 script:
   - repeat: 20
@@ -28,7 +28,13 @@ expect:
 
 #[tokio::test]
 async fn a_fitting_request_passes_and_an_over_window_one_fails() {
-    let (rec, v) = grade_with(&session(200), Mode::Compact, None, "summary-request-fits").await;
+    let (rec, v) = grade_with(
+        &session(200, 1200),
+        Mode::Compact,
+        None,
+        "summary-request-fits",
+    )
+    .await;
     assert!(
         rec.requests.iter().any(|r| r.row.purpose == "summary"),
         "fixture must summarize: {:?} {:?}",
@@ -39,10 +45,11 @@ async fn a_fitting_request_passes_and_an_over_window_one_fails() {
             .collect::<Vec<_>>()
     );
     assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
-    // 4,096 − 1,800 leaves 2,296 for the summary input, less than the ≈ 3,000 of history
-    // before the tail: the reference summarizes in stages (a smaller completed prefix
-    // first), and every request it sends fits.
-    let big = session(1800);
+    // 4,096 − 2,000 leaves 2,096 for the summary input, less than the ≈ 3,600 of history
+    // before a 100-token tail: the reference summarizes in stages (a smaller completed
+    // prefix first), and every request it sends fits. Sent whole, with the 300-token output
+    // allowance it asks its model for (15 % of the target), that request overflows.
+    let big = session(2000, 100);
     let (rec, v) = grade_with(&big, Mode::Compact, None, "summary-request-fits").await;
     let staged = rec
         .requests

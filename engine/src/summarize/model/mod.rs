@@ -268,11 +268,14 @@ impl Summarizer for ModelSummarizer {
         request: SummaryRequest<'_>,
         provider: &dyn Provider,
     ) -> Result<SummaryResult, SummarizeError> {
-        // The model writes most of the checkpoint; the rest is kept back for the user's own
-        // statements it leaves out, then for the extractive lines it leaves out (`carry`).
+        // The model writes the narrative within its share ([`carry::CARRY_SHARE`] kept back,
+        // at least [`carry::MIN_MODEL_TOKENS`] given); the rest goes to the user's own
+        // statements it leaves out, then to the extractive lines it leaves out (`carry`).
         let full_target = request.target_tokens;
         let request = SummaryRequest {
-            target_tokens: (full_target * (100 - carry::CARRY_SHARE) / 100).max(1),
+            target_tokens: (full_target * (100 - carry::CARRY_SHARE) / 100)
+                .max(full_target.min(carry::MIN_MODEL_TOKENS))
+                .max(1),
             ..request
         };
         let model_request = build_request(&request)?;
