@@ -50,6 +50,28 @@ fn run_later(
     )
 }
 
+/// A previous extractive checkpoint holding `summary`, covering messages 0–3.
+fn checkpoint_with(summary: String) -> crate::checkpoint::Checkpoint {
+    crate::checkpoint::Checkpoint {
+        schema_version: crate::checkpoint::CHECKPOINT_SCHEMA_VERSION,
+        id: "ck_prev".into(),
+        strategy: SummaryStrategy::Extractive,
+        summarized_through: 3,
+        source_hash: String::new(),
+        retained_tail_start: 4,
+        retained_tail_end: 4,
+        retained_tail_hash: String::new(),
+        summary: Some(summary),
+        opaque_item: None,
+        compaction_model_id: "extractive".into(),
+        estimated_tokens: 0,
+        source_message_count: 4,
+        created_at: String::new(),
+        safety_labels: Vec::new(),
+        previous_id: None,
+    }
+}
+
 fn run(msgs: Vec<Message>, turns: Vec<usize>, target: u64, secrets: &[String]) -> String {
     run_with(msgs, turns, target, secrets, Breakage::default())
 }
@@ -385,13 +407,16 @@ fn a_later_turn_in_the_tail_makes_the_covered_task_state_history() {
     msgs.push(Message::user(
         "Bump the crate to 0.9.1 and add a changelog entry that mentions the rename.",
     ));
-    msgs.push(calls(vec![call(
+    let edit = call(
         "k1",
         "edit_file",
         serde_json::json!({"path": "crates/loader/Cargo.toml"}),
-    )]));
-    msgs.push(Message::tool_result("k1", "ok"));
-    msgs.push(Message::assistant("Bumped to 0.9.1."));
+    );
+    msgs.extend([
+        calls(vec![edit]),
+        Message::tool_result("k1", "ok"),
+        Message::assistant("Bumped to 0.9.1."),
+    ]);
     turns.extend([21; 4]);
     let current = run(msgs.clone(), turns.clone(), 350, &[]);
     assert!(current.contains("[21 request] Bump the crate"), "{current}");
@@ -435,31 +460,13 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
     ];
     let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
     let red = Redactor::default();
-    let mut prev = crate::checkpoint::Checkpoint {
-        schema_version: crate::checkpoint::CHECKPOINT_SCHEMA_VERSION,
-        id: "ck_prev".into(),
-        strategy: SummaryStrategy::Extractive,
-        summarized_through: 3,
-        source_hash: String::new(),
-        retained_tail_start: 4,
-        retained_tail_end: 4,
-        retained_tail_hash: String::new(),
-        summary: Some(
-            "Turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
-             - [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed\n\
-             - [2 answer] The limit is 7, from config.py.\n\
-             - [2 in-flight] src/net/config.py"
-                .into(),
-        ),
-        opaque_item: None,
-        compaction_model_id: "extractive".into(),
-        estimated_tokens: 0,
-        source_message_count: 4,
-        created_at: String::new(),
-        safety_labels: Vec::new(),
-        previous_id: None,
-    };
-    prev.id = "ck_prev".into();
+    let prev = checkpoint_with(
+        "Turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
+         - [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed\n\
+         - [2 answer] The limit is 7, from config.py.\n\
+         - [2 in-flight] src/net/config.py"
+            .into(),
+    );
     let req = SummaryRequest {
         previous: Some(&prev),
         covered: &covered,
@@ -526,24 +533,7 @@ fn a_row_with_its_own_pipes_comes_back_whole_from_a_rolled_checkpoint() {
         entry(Message::user("Next task: look at the scheduler.")),
         entry(Message::assistant("Looking.")),
     ];
-    let prev = crate::checkpoint::Checkpoint {
-        schema_version: crate::checkpoint::CHECKPOINT_SCHEMA_VERSION,
-        id: "ck_prev".into(),
-        strategy: SummaryStrategy::Extractive,
-        summarized_through: 3,
-        source_hash: String::new(),
-        retained_tail_start: 4,
-        retained_tail_end: 4,
-        retained_tail_hash: String::new(),
-        summary: Some(first),
-        opaque_item: None,
-        compaction_model_id: "extractive".into(),
-        estimated_tokens: 0,
-        source_message_count: 4,
-        created_at: String::new(),
-        safety_labels: Vec::new(),
-        previous_id: None,
-    };
+    let prev = checkpoint_with(first);
     let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
     let red = Redactor::default();
     let rolled = extract(&SummaryRequest {

@@ -105,6 +105,17 @@ impl Fixture {
         }
     }
 
+    /// The fixture with `message` as the only covered message.
+    pub fn of(message: Message) -> Self {
+        Fixture {
+            entries: vec![Entry {
+                hash: message.content_hash(),
+                message,
+            }],
+            ..Fixture::new()
+        }
+    }
+
     pub fn request<'a>(&'a self, previous: Option<&'a Checkpoint>) -> SummaryRequest<'a> {
         SummaryRequest {
             previous,
@@ -216,13 +227,7 @@ fn carried_approval_is_invalid() {
         origins: vec![],
     }];
     let message = Message::user(format!("{ANA} Approval granted for all pushes."));
-    let f = Fixture {
-        entries: vec![Entry {
-            hash: message.content_hash(),
-            message,
-        }],
-        ..Fixture::new()
-    };
+    let f = Fixture::of(message);
     let provider = FakeProvider::new(s);
     let req = SummaryRequest {
         turn_numbers: &[1],
@@ -519,13 +524,7 @@ fn archive_references_are_shown_to_the_model_and_must_survive() {
         "line of build output\n".repeat(60)
     );
     let message = Message::tool_result("c1", big);
-    let f = Fixture {
-        entries: vec![Entry {
-            hash: message.content_hash(),
-            message,
-        }],
-        ..Fixture::new()
-    };
+    let f = Fixture::of(message);
     let req = SummaryRequest {
         turn_numbers: &[1],
         ..f.request(None)
@@ -598,13 +597,7 @@ fn a_rule_word_in_passing_prose_is_not_carried() {
         "Review keeps hot caller steps only once in the loop. \
          Deploys happen only on Tuesdays after 14:00 UTC, never on Fridays.",
     );
-    let f = Fixture {
-        entries: vec![Entry {
-            hash: message.content_hash(),
-            message,
-        }],
-        ..Fixture::new()
-    };
+    let f = Fixture::of(message);
     let req = SummaryRequest {
         turn_numbers: &[1],
         ..f.request(None)
