@@ -116,6 +116,7 @@ fn mark(rows: &[(usize, Vec<String>)], out: &mut HashMap<usize, usize>) {
         }
     }
 }
+
 /// The column's cells without the key they share (`queries=1190`, `loss 7.942`,
 /// `lag: 12`: a log line's fields), when most cells ([`NUMERIC_PERCENT`]) open with one
 /// before a number; else as they are.
@@ -130,11 +131,10 @@ fn without_common_key<'c>(column: &[&'c str]) -> Vec<&'c str> {
         (named && rest.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-'))
             .then_some((k, rest))
     };
+    let keyed: Vec<Option<(&str, &str)>> = column.iter().map(|cell| key(cell)).collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
-    for cell in column {
-        if let Some((k, _)) = key(cell) {
-            *counts.entry(k).or_default() += 1;
-        }
+    for (k, _) in keyed.iter().flatten() {
+        *counts.entry(k).or_default() += 1;
     }
     let Some((common, n)) = counts.into_iter().max_by_key(|&(k, n)| (n, k)) else {
         return column.to_vec();
@@ -144,7 +144,8 @@ fn without_common_key<'c>(column: &[&'c str]) -> Vec<&'c str> {
     }
     column
         .iter()
-        .map(|cell| match key(cell) {
+        .zip(keyed)
+        .map(|(cell, keyed)| match keyed {
             Some((k, rest)) if k == common => rest,
             _ => cell,
         })

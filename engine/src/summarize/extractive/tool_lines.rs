@@ -12,6 +12,7 @@
 //! to its call (`read_file(src/config.py)`); test outcomes, errors and exit codes are
 //! verification and are framed as history by the caller.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -580,13 +581,16 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let outliers = outlier_rows(&lines);
     // Rows that are one another apart from their numbers (one per GPU, per batch, per
     // shard): a sample of them says what each says.
-    let mut shapes: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for l in lines.iter().filter(|l| !l.is_empty()) {
-        *shapes.entry(occurrence_key(l)).or_default() += 1;
+    let shapes: Vec<String> = lines.iter().map(|l| occurrence_key(l)).collect();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for (l, shape) in lines.iter().zip(&shapes) {
+        if !l.is_empty() {
+            *counts.entry(shape).or_default() += 1;
+        }
     }
-    let lookalike = |l: &str| {
-        shapes
-            .get(&occurrence_key(l))
+    let lookalike = |position: usize| {
+        counts
+            .get(shapes[position].as_str())
             .is_some_and(|&n| n >= MIN_LOOKALIKES)
     };
     let frames = frame_lines(&lines);
@@ -653,7 +657,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             score + OUTLIER_BONUS + (columns as i64 - 1).min(MAX_MORE_COLUMNS)
         } else if !verification && zero_valued(line) {
             (score - ZERO_PENALTY).max(1)
-        } else if !verification && lookalike(line) {
+        } else if !verification && lookalike(position) {
             (score - LOOKALIKE_PENALTY).max(1)
         } else {
             score

@@ -200,10 +200,15 @@ fn occurrence(s: &str) -> String {
 
 /// `summary` with `lines` appended under [`CARRIED_HEADING`] (unchanged when none).
 pub fn with_carried(summary: &str, lines: &[String]) -> String {
+    with_section(summary, CARRIED_HEADING, lines)
+}
+
+/// `summary` with `lines` appended under `heading` (unchanged when none).
+fn with_section(summary: &str, heading: &str, lines: &[String]) -> String {
     if lines.is_empty() {
         return summary.to_string();
     }
-    format!("{summary}\n{CARRIED_HEADING}\n{}", lines.join("\n"))
+    format!("{summary}\n{heading}\n{}", lines.join("\n"))
 }
 
 /// The lines of the extractive summary of `request`'s turns, within `budget_tokens`, that
@@ -236,8 +241,5 @@ pub fn extractive_lines(
 
 /// `summary` with `lines` appended under [`EXTRACTIVE_HEADING`] (unchanged when none).
 pub fn with_extractive(summary: &str, lines: &[String]) -> String {
-    if lines.is_empty() {
-        return summary.to_string();
-    }
-    format!("{summary}\n{EXTRACTIVE_HEADING}\n{}", lines.join("\n"))
+    with_section(summary, EXTRACTIVE_HEADING, lines)
 }
