@@ -32,7 +32,7 @@
 //! | `unlabelled-verification` | verification results in memory lose their historical label | `verification-historical` |
 //! | `opaque-in-trace` | a trace event carries an opaque item's payload | `opaque-items-hashed` |
 //! | `accept-invented-constraints` | the model summarizer does not check that a summary's constraints are traceable to the conversation | `no-invented-constraints` |
-//! | `unbounded-summary-request` | the model summarizer sends its request however large (no input bound) | `summary-request-fits` |
+//! | `unbounded-summary-request` | the model summarizer sends its request however large: no input bound, and the summary it asks for is sized by the configured target alone, not by what the window leaves | `summary-request-fits` |
 //! | `drop-tool-result-content` | the extractive checkpoint keeps nothing of tool results | `recall` |
 //! | `drop-assistant-text` | the extractive checkpoint keeps no assistant text | `recall` |
 //! | `keep-newest-occurrence-only` | of a user sentence said several times, only the newest occurrence survives in the checkpoint | `recall` |
@@ -220,7 +220,7 @@ impl Mutation {
             Mutation::UnlabelledVerification => "verification results in memory lose their historical label",
             Mutation::OpaqueInTrace => "a trace event carries an opaque item's payload",
             Mutation::AcceptInventedConstraints => "the model summarizer does not check that a summary's constraints are traceable to the conversation",
-            Mutation::UnboundedSummaryRequest => "the model summarizer sends its request however large (no input bound)",
+            Mutation::UnboundedSummaryRequest => "the model summarizer sends its request however large: no input bound, and the summary it asks for is sized by the configured target alone, not by what the window leaves",
             Mutation::DropToolResultContent => "the extractive checkpoint keeps nothing of tool results",
             Mutation::DropAssistantText => "the extractive checkpoint keeps no assistant text",
             Mutation::KeepNewestOccurrenceOnly => "of a user sentence said several times, only the newest occurrence survives in the checkpoint",

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
 use crate::runner::Judge;
-use crate::scenario::Scenario;
+use crate::scenario::{ExpectedOutcome, Scenario};
 use crate::storage::schema::{OutcomeStatus, VerdictStatus};
 use ctxbench_sut::{Mode, Variant};
 
@@ -51,7 +51,8 @@ pub struct SelftestReport {
     /// Trials run against the unbroken system.
     pub reference_trials: usize,
     /// `(trial, grader)` pairs where an invariant grader failed against the unbroken system
-    /// (recall failures are data, not defects, and are not listed).
+    /// (recall failures are data, not defects, and are not listed), and `(trial, "outcome
+    /// (…)")` where its terminal outcome is not the one the scenario expects in that mode.
     pub reference_failures: Vec<(String, String)>,
     /// `(trial, detail)` of reference trials that errored: no baseline for that trial.
     pub reference_errors: Vec<(String, String)>,
@@ -85,6 +86,16 @@ type Key = (String, Mode);
 struct Judged {
     failing: BTreeSet<String>,
     errored: Option<String>,
+    /// The terminal outcome the scenario does not expect in this mode, described.
+    unexpected: Option<String>,
+}
+
+fn expected_label(e: &ExpectedOutcome) -> &'static str {
+    match e {
+        ExpectedOutcome::Success => "success",
+        ExpectedOutcome::LimitReached { .. } => "limit_reached",
+        ExpectedOutcome::Any => "any outcome but errored",
+    }
 }
 
 /// Run the selftest of `sut` (its `variants`, by name). `modes` limits which modes run
@@ -133,6 +144,15 @@ pub async fn selftest(
                     let record = run_trial(&spec, dir.path()).await;
                     let errored = (record.outcome.status == OutcomeStatus::Errored)
                         .then(|| format!("{}: {}", record.outcome.reason, record.outcome.detail));
+                    let expected = spec.scenario.expect.outcome_for(spec.mode);
+                    let unexpected = (!expected.admits(record.outcome.status)).then(|| {
+                        format!(
+                            "expected {}, got {:?} {}",
+                            expected_label(expected),
+                            record.outcome.status,
+                            record.outcome.reason
+                        )
+                    });
                     let failing = judge
                         .judge(&spec.scenario, &record)
                         .verdicts
@@ -140,11 +160,16 @@ pub async fn selftest(
                         .filter(|v| v.status == VerdictStatus::Fail)
                         .map(|v| v.grader)
                         .collect();
-                    Judged { failing, errored }
+                    Judged {
+                        failing,
+                        errored,
+                        unexpected,
+                    }
                 }
                 Err(e) => Judged {
                     failing: BTreeSet::new(),
                     errored: Some(format!("no trial workspace: {e}")),
+                    unexpected: None,
                 },
             };
             (v, (spec.scenario.id.clone(), spec.mode), judged)
@@ -169,6 +194,10 @@ pub async fn selftest(
     for ((scenario, mode), judged) in &reference {
         if let Some(e) = &judged.errored {
             reference_errors.push((format!("{scenario}/{mode}"), e.clone()));
+        } else if let Some(u) = &judged.unexpected {
+            // The unbroken system missing its own expected outcome is a defect of it (or of
+            // the scenario), not data: listed like an invariant failure.
+            reference_failures.push((format!("{scenario}/{mode}"), format!("outcome ({u})")));
         }
         for g in judged.failing.iter().filter(|g| g.as_str() != "recall") {
             reference_failures.push((format!("{scenario}/{mode}"), g.clone()));

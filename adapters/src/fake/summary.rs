@@ -223,9 +223,23 @@ fn split_units(text: &str, role: Role, from_memory: bool, out: &mut Vec<Unit>) {
     }
 }
 
+/// Most words of a label (`Previous summary:`, `Failing tests:`).
+const LABEL_MAX_WORDS: usize = 4;
+
+/// Whether a unit is structure, not content: a Markdown heading (`## Decisions`) or a
+/// short label that only introduces what follows (`Previous summary:`). A model does not
+/// repeat a heading as a point of its summary.
+fn is_label(s: &str) -> bool {
+    let heading = s.starts_with("##");
+    let label = s.ends_with(':')
+        && s.split_whitespace().count() <= LABEL_MAX_WORDS
+        && !s.chars().any(|c| c.is_ascii_digit());
+    heading || label
+}
+
 fn push_unit(s: &str, role: Role, from_memory: bool, out: &mut Vec<Unit>) {
     let s = s.trim().trim_start_matches("- ").trim();
-    if s.is_empty() || s == SUMMARY_TITLE {
+    if s.is_empty() || s == SUMMARY_TITLE || is_label(s) {
         return;
     }
     let text = if s.chars().count() > UNIT_MAX_CHARS {
@@ -711,6 +725,25 @@ mod tests {
             200,
         );
         assert!(!d.contains("8080") && !d.ends_with('.'), "{d}");
+    }
+
+    #[test]
+    fn headings_and_labels_are_not_units() {
+        assert!(is_label("Previous summary:"));
+        assert!(is_label(
+            "## The user's own words (carried forward verbatim)"
+        ));
+        assert!(!is_label("Decision: use orjson."));
+        assert!(!is_label("Port 8080:"));
+        let mut units = Vec::new();
+        split_units(
+            "Previous summary:\n- The lock file is never edited by hand.",
+            Role::User,
+            false,
+            &mut units,
+        );
+        let texts: Vec<&str> = units.iter().map(|u| u.text.as_str()).collect();
+        assert_eq!(texts, ["The lock file is never edited by hand."]);
     }
 
     #[test]

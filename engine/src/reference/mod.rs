@@ -58,9 +58,11 @@ use ctxbench_sut::{EngineError, EventSink, SystemUnderTest, ToolExecutor, TurnIo
 /// loop forever.
 pub const MAX_ROUNDS_PER_TURN: u64 = 64;
 
-/// Most summarizer calls one staged summarization makes (each stage, and each back-down to a
-/// smaller prefix, is one call).
+/// Most stages one staged summarization writes (each is one summarizer call that succeeded).
 pub const MAX_SUMMARY_STAGES: usize = 8;
+/// Most summarizer calls one staged summarization makes, refused ones included (each
+/// back-down to a smaller prefix is one call; a refusal costs an estimate, not a request).
+pub const MAX_SUMMARY_ATTEMPTS: usize = 48;
 
 /// Reason of a stop when compaction cannot bring the request under budget.
 pub use ctxbench_sut::reasons::CONTEXT_EXHAUSTED as REASON_EXHAUSTED;

@@ -79,7 +79,14 @@ impl ReferenceEngine {
     /// span is too large for one summarization request (seed 004: back down to a smaller
     /// completed prefix): the oldest part that fits — halving at turn boundaries — is
     /// summarized first, and each later part rolls the stage before it. At most
-    /// [`MAX_SUMMARY_STAGES`] requests; the last stage's result is the checkpoint's content.
+    /// [`MAX_SUMMARY_STAGES`] stages and [`MAX_SUMMARY_ATTEMPTS`] calls; the last stage's
+    /// result is the checkpoint's content.
+    ///
+    /// A summary is only useful if the next request can carry it, so when the summarizer
+    /// bounds its input, the checkpoint gets at most half of that bound and an intermediate
+    /// stage a third (the rest is room for the part it rolls), whatever the configured
+    /// target: a 12,000-token target with 4,384 tokens of summary input would otherwise
+    /// write stages no later request could roll.
     ///
     /// `model_calls` counts the model calls made, failed ones included; a successful result
     /// reports the total.
@@ -102,9 +109,21 @@ impl ReferenceEngine {
         } else {
             &self.redactor
         };
+        let configured = self.config.context.summary_target_tokens;
+        // Mutant (`unbounded-summary-request`): the request is not sized to the window at
+        // all — neither its input nor the summary it asks for.
+        let bound = summarizer
+            .input_bound()
+            .filter(|_| self.config.mutation != Some(Mutation::UnboundedSummaryRequest));
+        let target_for = |end: usize| match bound {
+            Some(bound) if end >= tail_start => configured.min((bound / 2).max(1)),
+            Some(bound) => configured.min((bound / 3).max(1)),
+            None => configured,
+        };
         let mut staged: Option<Checkpoint> = previous.cloned();
         let mut start = covered;
         let mut calls = 0usize;
+        let mut stages = 0usize;
         loop {
             let mut end = tail_start;
             let result = loop {
@@ -117,7 +136,7 @@ impl ReferenceEngine {
                             covered: &entries[start..end],
                             first_index: start,
                             turn_numbers: &numbers,
-                            target_tokens: self.config.context.summary_target_tokens,
+                            target_tokens: target_for(end),
                             redactor,
                             estimator: &self.estimator,
                             model: &self.config.model.model,
@@ -144,18 +163,19 @@ impl ReferenceEngine {
                     .min_by_key(|&b| b.abs_diff(start + (end - start) / 2));
                 match (r, smaller) {
                     (Err(SummarizeError::InputTooLarge(_)), Some(b))
-                        if calls < MAX_SUMMARY_STAGES =>
+                        if calls < MAX_SUMMARY_ATTEMPTS =>
                     {
                         end = b
                     }
                     (r, _) => break r?,
                 }
             };
-            if end >= tail_start || calls >= MAX_SUMMARY_STAGES {
+            stages += 1;
+            if end >= tail_start || stages >= MAX_SUMMARY_STAGES || calls >= MAX_SUMMARY_ATTEMPTS {
                 if end < tail_start {
                     return Err(SummarizeError::InputTooLarge(format!(
-                        "{MAX_SUMMARY_STAGES} staged summarization requests covered messages \
-                         {covered}–{end} of {covered}–{tail_start}"
+                        "{stages} staged summarization requests ({calls} attempts) covered \
+                         messages {covered}–{end} of {covered}–{tail_start}"
                     )));
                 }
                 return Ok(SummaryResult {

@@ -117,6 +117,11 @@ impl SummarizeError {
 pub trait Summarizer: Send + Sync {
     /// Which strategy this is.
     fn strategy(&self) -> SummaryStrategy;
+    /// The most estimated input one summarization request may carry, when the strategy
+    /// sends one (the transaction sizes staged summaries by it); `None`: no bound.
+    fn input_bound(&self) -> Option<u64> {
+        None
+    }
     /// Summarize. Must not mutate anything; the transaction decides what to persist.
     async fn summarize(
         &self,

@@ -2,7 +2,7 @@
 
 use crate::support::grade_with;
 use ctxbench_engine::mutants::Mutation;
-use ctxbench_harness::storage::schema::VerdictStatus;
+use ctxbench_harness::storage::schema::{OutcomeStatus, VerdictStatus};
 use ctxbench_harness::Mode;
 
 /// A model-written checkpoint whose summarization request fits (small summary
@@ -58,6 +58,14 @@ async fn a_fitting_request_passes_and_an_over_window_one_fails() {
         .count();
     assert!(staged >= 2, "{staged} summarization request(s)");
     assert_eq!(v.status, VerdictStatus::Pass, "{v:?}");
+    // The stages are sized so each later request can roll the one before: the session
+    // completes.
+    assert_eq!(
+        rec.outcome.status,
+        OutcomeStatus::Success,
+        "{:?}",
+        rec.outcome
+    );
     let (_, v) = grade_with(
         &big,
         Mode::Compact,

@@ -308,6 +308,18 @@ pub enum ExpectedOutcome {
     Any,
 }
 
+impl ExpectedOutcome {
+    /// Whether a terminal status satisfies the expectation.
+    pub fn admits(&self, status: crate::storage::schema::OutcomeStatus) -> bool {
+        use crate::storage::schema::OutcomeStatus;
+        match self {
+            ExpectedOutcome::Success => status == OutcomeStatus::Success,
+            ExpectedOutcome::LimitReached { .. } => status == OutcomeStatus::LimitReached,
+            ExpectedOutcome::Any => status != OutcomeStatus::Errored,
+        }
+    }
+}
+
 /// One step of an instantiated script.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

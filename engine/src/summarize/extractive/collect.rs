@@ -1,7 +1,7 @@
 //! Collection: every covered message (redacted) turned into candidate [`Item`]s of its
 //! section, with files touched and archive references gathered on the side.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ctxbench_adapters::{Message, Role};
 
@@ -16,8 +16,8 @@ use super::text::{
     sentences, verification,
 };
 use super::tool_lines::{
-    call_label, call_label_long, key_lines, top_lines, KeyLine, MAX_LINES_PER_RESULT,
-    MAX_LINE_CHARS,
+    call_label, call_label_long, edited_settings, key_lines, setting, top_lines, KeyLine,
+    MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
 };
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
@@ -28,6 +28,10 @@ const LONG_LABELS_FROM_TOKENS: u64 = 800;
 const CHARS_PER_KEY_LINE: usize = 600;
 /// Most key lines kept from a tool result that is data (mostly key lines).
 const MAX_DATA_LINES_PER_RESULT: usize = 64;
+/// Line rank a setting gains in a result that shows it changed since an earlier result of
+/// the covered turns (`RETRY_BACKOFF_MS = 250`, re-read after an edit as `= 1500`): the new
+/// value is what the session did; the unchanged lines around it were already known.
+const CHANGED_SETTING_BONUS: i64 = 6;
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -98,6 +102,10 @@ pub(super) fn collect(
         .collect();
     let turn_of = |i: usize| req.turn_numbers.get(i).copied().unwrap_or(0);
     let turns: Vec<usize> = (0..messages.len()).map(turn_of).collect();
+    // The value each setting had in the newest tool result that showed it, and the settings
+    // an edit call has set since.
+    let mut settings: HashMap<String, String> = HashMap::new();
+    let mut edited: HashSet<String> = HashSet::new();
     let first = first_turn
         .into_iter()
         .chain(turns.first().copied())
@@ -192,6 +200,23 @@ pub(super) fn collect(
                 // A long result holds more settings than a short one: one line per
                 // `CHARS_PER_KEY_LINE` of it, at least `MAX_LINES_PER_RESULT`.
                 let mut lines = key_lines(&m.content);
+                let raw: Vec<&str> = m.content.lines().collect();
+                let changed: Vec<usize> = raw
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(p, l)| {
+                        let (name, value) = setting(l)?;
+                        let was_edited = edited.remove(&name);
+                        let before = settings.insert(name, value.clone());
+                        (was_edited || before.is_some_and(|b| b != value)).then_some(p)
+                    })
+                    .collect();
+                if !changed.is_empty() {
+                    for line in lines.iter_mut().filter(|l| changed.contains(&l.position)) {
+                        line.score += CHANGED_SETTING_BONUS;
+                    }
+                    lines.sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
+                }
                 let max_lines = if super::is_data(&m.content, lines.len()) {
                     MAX_DATA_LINES_PER_RESULT
                 } else {
@@ -246,6 +271,9 @@ pub(super) fn collect(
                 }
             }
             Role::Assistant => {
+                for call in &m.tool_calls {
+                    edited.extend(edited_settings(&call.arguments));
+                }
                 if Some(i) == last_call_message {
                     // The last command itself (its results join its line).
                     for call in &m.tool_calls {

@@ -19,6 +19,10 @@
 //! or hosts is still a loop. Values that change without stepping by one (seeds 41, 52, 97)
 //! are not a count: those occurrences stay.
 //!
+//! A **changed setting** is the other way round: a tool line `name = value` whose newest
+//! occurrence sets another value than the one before (a file re-read after an edit) ranks
+//! above the unchanged lines read with it.
+//!
 //! An occurrence is a source (one message or previous-summary line), not an item: the parts
 //! of one request share a key without being repetitions. Identical text outside user
 //! messages (the same tool line read twice, the same acknowledgement) carries no turn-
@@ -36,6 +40,27 @@ const COUNT_OCCURRENCES: usize = 3;
 
 /// Rank a count's newest occurrence gives up: it is routine, below a one-off remark.
 const COUNT_PENALTY: i64 = 30;
+
+/// Rank a setting's newest value gains when it differs from the value read before
+/// (`RETRY_BACKOFF_MS = 250`, later `= 1500`): a changed value is what the session did, and
+/// a re-read file's unchanged lines would otherwise tie with it.
+const CHANGED_BONUS: i64 = 25;
+
+/// Whether `newer` sets the same name as `older` to another value: both are `name = value`
+/// or `name: value` with one name (no number in it differing) and different values.
+fn changed_setting(older: &str, newer: &str) -> bool {
+    let split = |t: &str| {
+        let t = t.trim_start_matches("(historical) ");
+        t.find(['=', ':'])
+            .map(|i| (t[..i].trim().to_string(), t[i + 1..].trim().to_string()))
+    };
+    match (split(older), split(newer)) {
+        (Some((k1, v1)), Some((k2, v2))) => {
+            k1 == k2 && k1.chars().any(char::is_alphabetic) && !v2.is_empty() && v1 != v2
+        }
+        _ => false,
+    }
+}
 
 /// The numbers of `text` (`file 12.`, `handler_7.kt`, `web-3`), in order.
 fn counters(text: &str) -> Vec<u64> {
@@ -104,9 +129,11 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
         if count {
             counts.insert(group.to_string());
         }
+        let changed =
+            group.starts_with("tool:") && n >= 2 && changed_setting(texts[n - 2], texts[n - 1]);
         for (k, &(_, src)) in list.iter().enumerate() {
             let penalty = if k + 1 == n {
-                Some(0)
+                Some(if changed { -CHANGED_BONUS } else { 0 })
             } else if (newest_only && user) || count {
                 None
             } else if k < OLDER_PENALTY.len() {

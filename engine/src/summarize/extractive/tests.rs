@@ -234,6 +234,40 @@ fn a_value_only_in_a_tool_result_survives() {
 }
 
 #[test]
+fn a_setting_re_read_after_an_edit_keeps_its_new_value() {
+    // Many look-alike constants; the edit changes one, the re-read shows it among lines it
+    // did not change, and the first read is already gone (a previous checkpoint's).
+    let settings = |backoff: u32| {
+        let mut s: Vec<String> = (0..8)
+            .map(|i| format!("MAX_LIMIT_{i} = {}", 10 + i))
+            .collect();
+        s.insert(5, format!("RETRY_BACKOFF_MS = {backoff}"));
+        s.join("\n")
+    };
+    let mut msgs = vec![
+        Message::user("Raise the backoff and re-read the settings."),
+        calls(vec![call(
+            "e1",
+            "edit_file",
+            serde_json::json!({"path": "settings.py",
+                "diff": "-RETRY_BACKOFF_MS = 250\n+RETRY_BACKOFF_MS = 1500"}),
+        )]),
+        Message::tool_result("e1", "Applied 1 hunk to settings.py."),
+        calls(vec![call(
+            "r1",
+            "read_file",
+            serde_json::json!({"path": "settings.py"}),
+        )]),
+        Message::tool_result("r1", settings(1500)),
+        Message::assistant("Done."),
+    ];
+    let mut turns = vec![1; 6];
+    work(2, 25, &mut msgs, &mut turns);
+    let s = run(msgs, turns, 400, &[]);
+    assert!(s.contains("RETRY_BACKOFF_MS = 1500"), "{s}");
+}
+
+#[test]
 fn the_second_result_of_a_parallel_batch_is_kept() {
     // The batch is the last covered turn before the tail: its second result holds the fact.
     let mut msgs = Vec::new();

@@ -246,6 +246,39 @@ pub(super) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Characters whose long runs are decoration in tool output (`====== 14 passed ======`,
+/// `------`, box drawing): a rule says nothing, and in a summary of a few hundred tokens
+/// the two rules around a test outcome cost what a value would.
+const RULE_CHARS: [char; 9] = ['=', '-', '_', '*', '#', '~', '─', '━', '═'];
+/// A run at least this long is a rule (`---` and `**` stay: a diff marker, emphasis).
+const MIN_RULE_RUN: usize = 4;
+
+/// `s` without rules, runs of dots cut to three (a progress line keeps its `F`s), on one
+/// line.
+pub(super) fn undecorated(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let run = chars[i..].iter().take_while(|&&x| x == c).count();
+        if run >= MIN_RULE_RUN && RULE_CHARS.contains(&c) {
+            out.push(' ');
+        } else if run >= MIN_RULE_RUN && c == '.' {
+            out.push_str("...");
+        } else {
+            out.extend(std::iter::repeat_n(c, run));
+        }
+        i += run;
+    }
+    let cleaned = one_line(&out);
+    if cleaned.is_empty() {
+        one_line(s)
+    } else {
+        cleaned
+    }
+}
+
 /// Words in `s`.
 pub(super) fn words(s: &str) -> usize {
     s.split_whitespace().count()
@@ -366,6 +399,30 @@ pub(super) fn is_question(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn rules_go_and_values_stay() {
+        assert_eq!(
+            undecorated("============ 14 passed in 0.14s ============"),
+            "14 passed in 0.14s"
+        );
+        assert_eq!(
+            undecorated("tests/test_a.py ......F.......  [100%]"),
+            "tests/test_a.py ...F... [100%]"
+        );
+        // Short runs are content: a diff marker, a relative path, emphasis.
+        assert_eq!(
+            undecorated("--- FAIL: TestX (2.01s)"),
+            "--- FAIL: TestX (2.01s)"
+        );
+        assert_eq!(
+            undecorated("../../lib/a.rs **bold**"),
+            "../../lib/a.rs **bold**"
+        );
+        // A line that is only a rule stays what it was.
+        assert_eq!(undecorated("--------"), "--------");
+    }
+
     use super::*;
 
     #[test]

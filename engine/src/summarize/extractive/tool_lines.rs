@@ -21,7 +21,7 @@ use super::claims::claims;
 use super::frames::{crash_sites, frame_lines, raised_exceptions};
 use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
-use super::text::{clip, occurrence_key, one_line, words};
+use super::text::{clip, occurrence_key, one_line, undecorated, words};
 
 /// Most key lines kept from one tool result.
 pub const MAX_LINES_PER_RESULT: usize = 6;
@@ -667,7 +667,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         if headed != *line && claims().is_match(&headed) {
             continue;
         }
-        let text = clip(&one_line(&headed), KEY_LINE_CHARS);
+        let text = clip(&undecorated(&headed), KEY_LINE_CHARS);
         if out.iter().any(|k| k.text == text) {
             continue;
         }
@@ -694,6 +694,46 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         });
     }
     out.sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
+    out
+}
+
+/// The name and value a line sets, when it is a setting (`NAME = value`, `key: value`,
+/// `#define NAME value`) whose value is a literal: what a later read of the same file may
+/// show changed.
+pub fn setting(line: &str) -> Option<(String, String)> {
+    let line = line.trim();
+    let (name, value) = if let Some(c) = assignment().captures(line) {
+        (c.get(1)?.as_str(), c.get(2)?.as_str())
+    } else if let Some(c) = define().captures(line) {
+        (c.get(1)?.as_str(), c.get(2)?.as_str())
+    } else if let Some(c) = key_value().captures(line) {
+        (c.get(1)?.as_str(), c.get(2)?.as_str())
+    } else {
+        return None;
+    };
+    let value = value.trim().trim_end_matches([';', ',']);
+    literal(value).then(|| (name.to_string(), value.to_string()))
+}
+
+/// The names of the settings an edit's arguments set: the added lines of a diff
+/// (`+RETRY_BACKOFF_MS = 1500`) in any string argument. A result read after the edit shows
+/// the new value, among the lines it did not change.
+pub fn edited_settings(arguments: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut strings = vec![arguments];
+    while let Some(v) = strings.pop() {
+        match v {
+            serde_json::Value::String(s) => out.extend(
+                s.lines()
+                    .filter_map(|l| l.strip_prefix('+'))
+                    .filter(|l| !l.starts_with("++"))
+                    .filter_map(|l| setting(l).map(|(name, _)| name)),
+            ),
+            serde_json::Value::Array(a) => strings.extend(a),
+            serde_json::Value::Object(o) => strings.extend(o.values()),
+            _ => {}
+        }
+    }
     out
 }
 
@@ -1122,6 +1162,18 @@ mod tests {
         let content =
             format!("{code}The reviewer for this module is Margarethe Okonkwo, ask her\n{code}");
         assert!(key_lines(&content).is_empty(), "{:?}", key_lines(&content));
+    }
+
+    #[test]
+    fn an_edit_names_the_settings_its_diff_adds() {
+        let args = serde_json::json!({"path": "a.py",
+            "diff": "--- a/a.py\n+++ b/a.py\n-TIMEOUT = 3\n+TIMEOUT = 30\n+def f(): pass\n"});
+        assert_eq!(edited_settings(&args), vec!["TIMEOUT".to_string()]);
+        assert_eq!(
+            setting("  port: 8080"),
+            Some(("port".into(), "8080".into()))
+        );
+        assert_eq!(setting("x = compute(1)"), None);
     }
 
     #[test]

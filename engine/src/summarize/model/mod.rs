@@ -263,6 +263,10 @@ impl Summarizer for ModelSummarizer {
         SummaryStrategy::Model
     }
 
+    fn input_bound(&self) -> Option<u64> {
+        Some(self.max_input_tokens)
+    }
+
     async fn summarize(
         &self,
         request: SummaryRequest<'_>,
