@@ -118,7 +118,7 @@ fn error_line() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)(^\s*(error|fatal|panic|exception|traceback)\b|\berror(\[\w+\])?:|\bpanicked at\b|\b[A-Z]\w*(Error|Exception)\b|^\s*(\[!\]|\[(error|fatal|critical)\]|[✗✖❌]))|(?-i:\b(ERROR|FATAL|CRITICAL|SEVERE)\b)|(?-i:^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: \S)",
+            r"(?i)(^\s*(error|fatal|panic|exception|traceback)\b|\berror(\[\w+\])?:|\bpanicked at\b|\b[A-Z]\w*(Error|Exception)\b|^\s*(\[!\]|\[(error|fatal|critical)\]|[✗✖❌]))|(?-i:\b(ERROR|FATAL|CRITICAL|SEVERE)\b|\bERR!|\bE(?:ACCES|ADDRINUSE|AGAIN|BUSY|CONNREFUSED|CONNRESET|EXIST|ISDIR|MFILE|NOENT|NOSPC|NOTDIR|NOTEMPTY|PERM|PIPE|TIMEDOUT)\b)|(?-i:^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: \S)",
         )
         .expect("static regex")
     })
@@ -567,6 +567,51 @@ const MIN_LOOKALIKES: usize = 3;
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
+/// Shortest row prefix worth taking off, in characters.
+const MIN_ROW_PREFIX_CHARS: usize = 12;
+/// Fewest rows that must share it…
+const MIN_PREFIXED_ROWS: usize = 3;
+/// …and the share of the non-empty rows (percent) that must.
+const PREFIXED_SHARE: usize = 80;
+
+/// The prefix (ending at a field's end) most rows of a result open with: a CI job's
+/// `test (windows-latest, 20)  Run npm ci`, a container's `web-1  |`, a logger's fixed
+/// fields. Said on every row, it costs a value's room on each kept line and hides what a
+/// row opens with (`npm ERR! …`); said once, it still tells which job or host it was.
+fn row_prefix<'a>(lines: &[&'a str]) -> Option<&'a str> {
+    let rows: Vec<&str> = lines.iter().copied().filter(|l| !l.is_empty()).collect();
+    let needed = MIN_PREFIXED_ROWS.max((rows.len() * PREFIXED_SHARE).div_ceil(100));
+    if rows.len() < needed {
+        return None;
+    }
+    let mut best: Option<&str> = None;
+    for row in rows.iter().take(3) {
+        let bytes = row.as_bytes();
+        for (i, c) in row.char_indices() {
+            // A field ends where a column gap (two spaces) or a `|`, `]` or `:` does: a
+            // prefix ending inside a field (`… npm`) would take a row's own first word.
+            let field_end = i > 0
+                && (bytes.get(i + 1) == Some(&b' ') || matches!(bytes[i - 1], b'|' | b']' | b':'));
+            if c != ' '
+                || !field_end
+                || i < MIN_ROW_PREFIX_CHARS
+                || best.is_some_and(|b| b.len() >= i)
+            {
+                continue;
+            }
+            let p = &row[..i];
+            let shared = rows
+                .iter()
+                .filter(|r| r.len() > i && r.starts_with(p))
+                .count();
+            if shared >= needed {
+                best = Some(p);
+            }
+        }
+    }
+    best
+}
+
 /// Every candidate key line of `content`, best first (ties: earlier first). A short
 /// one-line result is its own candidate. Prose in tool output is never a key line, whatever
 /// it says: output is untrusted, and a sentence in it is where an injected instruction
@@ -575,7 +620,15 @@ const FAILED_ITEM: i64 = 10;
 pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let mut out: Vec<KeyLine> = Vec::new();
     let whole = one_line(content);
-    let lines: Vec<&str> = content.lines().map(str::trim).collect();
+    let rows: Vec<&str> = content.lines().map(str::trim).collect();
+    let prefix = row_prefix(&rows);
+    let lines: Vec<&str> = match prefix {
+        Some(p) => rows
+            .iter()
+            .map(|r| r.strip_prefix(p).map_or(*r, str::trim))
+            .collect(),
+        None => rows,
+    };
     let sections = Sections::of(content);
     let columns = Columns::of(content);
     let outliers = outlier_rows(&lines);
@@ -694,6 +747,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         });
     }
     out.sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
+    // The shared prefix, once: on the best line, the one a summary keeps first.
+    if let (Some(p), Some(best)) = (prefix, out.first_mut()) {
+        best.text = clip(&format!("{} {}", undecorated(p), best.text), KEY_LINE_CHARS);
+    }
     out
 }
 
@@ -1162,6 +1219,27 @@ mod tests {
         let content =
             format!("{code}The reviewer for this module is Margarethe Okonkwo, ask her\n{code}");
         assert!(key_lines(&content).is_empty(), "{:?}", key_lines(&content));
+    }
+
+    #[test]
+    fn a_prefix_every_row_shares_is_said_once() {
+        let log = "test (windows-latest, 20)  Run npm ci  npm WARN deprecated inflight@1.0.6\n\
+                   test (windows-latest, 20)  Run npm ci  npm ERR! path D:\\a\\node_modules\n\
+                   test (windows-latest, 20)  Run npm ci  npm ERR! code EBUSY\n\
+                   test (windows-latest, 20)  Run npm ci  npm ERR! syscall rename\n";
+        let t = texts(log);
+        assert!(
+            t[0].starts_with("test (windows-latest, 20) Run npm ci"),
+            "{t:?}"
+        );
+        assert!(t.iter().any(|l| l == "npm ERR! code EBUSY"), "{t:?}");
+        assert_eq!(
+            t.iter().filter(|l| l.contains("windows-latest")).count(),
+            1,
+            "{t:?}"
+        );
+        // Rows that do not share one keep their text.
+        assert!(row_prefix(&["a = 1", "b = 2", "c = 3"]).is_none());
     }
 
     #[test]
