@@ -127,9 +127,7 @@ pub(super) fn write(
     (first_turn, last_turn): (usize, usize),
 ) -> String {
     let est = req.estimator;
-    let header = format!(
-        "Turns {first_turn}–{last_turn} (extractive; secrets redacted, approval claims omitted):"
-    );
+    let header = format!("Turns {first_turn}–{last_turn} (extractive, redacted):");
     let budget = req.target_tokens;
     let mut used = est.count_text(&header);
     let mut fixed: Vec<String> = Vec::new();

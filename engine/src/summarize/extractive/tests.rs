@@ -495,7 +495,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
     let est = RequestEstimator::new(EstimatorKind::Cl100kBase);
     let red = Redactor::default();
     let prev = checkpoint_with(
-        "Turns 1–2 (extractive; secrets redacted, approval claims omitted):\n\
+        "Turns 1–2 (extractive, redacted):\n\
          - [1 tool] read_file(src/net/config.py): MAX_RETRIES = 7 | (historical) 3 passed; 0 failed\n\
          - [2 answer] The limit is 7, from config.py.\n\
          - [2 in-flight] src/net/config.py"

@@ -233,7 +233,7 @@ pub fn extractive_lines(
     );
     extracted
         .lines()
-        .skip(1) // "Turns a–b (extractive; …):"
+        .skip(1) // "Turns a–b (extractive, redacted):"
         .filter(|line| !held(line.split_once("] ").map_or(*line, |(_, b)| b)))
         .map(str::to_string)
         .collect()
