@@ -124,10 +124,12 @@ fn error_line() -> &'static Regex {
     })
 }
 
+/// An exit code (`exit status 1`, `returned code 2`, `status=1`). A bare `status` takes one
+/// or two digits: `status=200` in an access log is an HTTP status, not a verification.
 fn exit_code() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)\b(exit(ed)?( with)?( code| status)?[:= ]+-?\d+|return(ed)? code[:= ]+-?\d+|status[:=] ?-?\d+)\b")
+        Regex::new(r"(?i)\b(exit(ed)?( with)?( code| status)?[:= ]+-?\d+|return(ed)? code[:= ]+-?\d+|status[:=] ?-?\d{1,2})\b")
             .expect("static regex")
     })
 }
