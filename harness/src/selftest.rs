@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 
 use crate::driver::{run_trial, ProviderSpec, TrialSpec};
 use crate::runner::Judge;
-use crate::scenario::{ExpectedOutcome, Scenario};
+use crate::scenario::Scenario;
 use crate::storage::schema::{OutcomeStatus, VerdictStatus};
 use ctxbench_sut::{Mode, Variant};
 
@@ -90,14 +90,6 @@ struct Judged {
     unexpected: Option<String>,
 }
 
-fn expected_label(e: &ExpectedOutcome) -> &'static str {
-    match e {
-        ExpectedOutcome::Success => "success",
-        ExpectedOutcome::LimitReached { .. } => "limit_reached",
-        ExpectedOutcome::Any => "any outcome but errored",
-    }
-}
-
 /// Run the selftest of `sut` (its `variants`, by name). `modes` limits which modes run
 /// (callers usually pass warn and compact: `off` has no context decisions to break). An
 /// external system gets each variant through the protocol's test-only
@@ -148,7 +140,7 @@ pub async fn selftest(
                     let unexpected = (!expected.admits(record.outcome.status)).then(|| {
                         format!(
                             "expected {}, got {:?} {}",
-                            expected_label(expected),
+                            crate::runner::expected_text(expected),
                             record.outcome.status,
                             record.outcome.reason
                         )

@@ -200,9 +200,9 @@ pub(super) fn collect(
                 // A long result holds more settings than a short one: one line per
                 // `CHARS_PER_KEY_LINE` of it, at least `MAX_LINES_PER_RESULT`.
                 let mut lines = key_lines(&m.content);
-                let raw: Vec<&str> = m.content.lines().collect();
-                let changed: Vec<usize> = raw
-                    .iter()
+                let changed: Vec<usize> = m
+                    .content
+                    .lines()
                     .enumerate()
                     .filter_map(|(p, l)| {
                         let (name, value) = setting(l)?;

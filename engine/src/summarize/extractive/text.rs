@@ -399,6 +399,7 @@ pub(super) fn is_question(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn rules_go_and_values_stay() {
@@ -422,8 +423,6 @@ mod tests {
         // A line that is only a rule stays what it was.
         assert_eq!(undecorated("--------"), "--------");
     }
-
-    use super::*;
 
     #[test]
     fn an_over_long_sentence_is_ranked_in_parts_and_loses_nothing() {
