@@ -7,6 +7,7 @@ use ctxbench_adapters::{Message, Role};
 
 use super::answers::{answer_score, asked_answer_score, INFORMATIVE_ANSWER};
 use super::claims::claims;
+use super::mentions::Mentions;
 use super::novelty::Vocabulary;
 use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
@@ -32,6 +33,9 @@ const MAX_DATA_LINES_PER_RESULT: usize = 64;
 /// the covered turns (`RETRY_BACKOFF_MS = 250`, re-read after an edit as `= 1500`): the new
 /// value is what the session did; the unchanged lines around it were already known.
 const CHANGED_SETTING_BONUS: i64 = 6;
+/// Line rank a key line gains when the conversation's prose names it (`mentions.rs`): of
+/// look-alike settings or rows, the one the session talked about.
+const MENTIONED_BONUS: i64 = 3;
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -168,6 +172,36 @@ pub(super) fn collect(
     let request_chars =
         (req.target_tokens * REQUEST_SHARE_PERCENT / 100 * CHARS_PER_TOKEN) as usize;
 
+    // What the user and the agent talk about: the tool lines they name rank first.
+    let mentions = Mentions::of(
+        items
+            .iter()
+            .filter(|it| !matches!(it.tag, "tool" | "command" | "files" | "archive"))
+            .map(|it| it.text.as_str())
+            .chain(
+                messages
+                    .iter()
+                    .filter(|m| matches!(m.role, Role::User | Role::Assistant))
+                    .map(|m| m.content.as_str()),
+            ),
+    );
+    // A previous checkpoint's tool lines keep the rank a mention gave them.
+    let mut rolled: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (k, it) in items.iter().enumerate() {
+        if it.tag == "tool" {
+            rolled.entry(it.source).or_default().push(k);
+        }
+    }
+    for members in rolled.into_values() {
+        let texts: Vec<&str> = members.iter().map(|&k| items[k].text.as_str()).collect();
+        let named = mentions.mentioned(&texts);
+        for (k, named) in members.into_iter().zip(named) {
+            if named {
+                items[k].score += 5 * MENTIONED_BONUS;
+            }
+        }
+    }
+
     // Whether the newest user message so far asked a question: its turn's final answer is
     // what the user asked for.
     let mut asked = false;
@@ -211,12 +245,17 @@ pub(super) fn collect(
                         (was_edited || before.is_some_and(|b| b != value)).then_some(p)
                     })
                     .collect();
-                if !changed.is_empty() {
-                    for line in lines.iter_mut().filter(|l| changed.contains(&l.position)) {
-                        line.score += CHANGED_SETTING_BONUS;
-                    }
-                    lines.sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
+                for line in lines.iter_mut().filter(|l| changed.contains(&l.position)) {
+                    line.score += CHANGED_SETTING_BONUS;
                 }
+                let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+                let named = mentions.mentioned(&texts);
+                for (line, named) in lines.iter_mut().zip(named) {
+                    if named {
+                        line.score += MENTIONED_BONUS;
+                    }
+                }
+                lines.sort_by(|a, b| b.score.cmp(&a.score).then(a.position.cmp(&b.position)));
                 let max_lines = if super::is_data(&m.content, lines.len()) {
                     MAX_DATA_LINES_PER_RESULT
                 } else {
@@ -267,6 +306,7 @@ pub(super) fn collect(
                         label: Some(label.clone()),
                         group: Some(format!("tool:{}", occurrence_key(&line.text))),
                         whole: command,
+                        routine: false,
                     });
                 }
             }
@@ -289,6 +329,7 @@ pub(super) fn collect(
                             label: labels.get(call.id.as_str()).cloned(),
                             group: None,
                             whole: true,
+                            routine: false,
                         });
                     }
                 }
@@ -341,6 +382,7 @@ pub(super) fn collect(
                         label: None,
                         group: Some(format!("assistant:{}", occurrence_key(&s))),
                         whole: false,
+                        routine: false,
                     });
                 }
             }
@@ -407,6 +449,7 @@ pub(super) fn collect(
                                 label: None,
                                 group: Some(format!("user:{}", occurrence_key(key))),
                                 whole: false,
+                                routine: false,
                             });
                             continue;
                         }
@@ -422,6 +465,7 @@ pub(super) fn collect(
                             label: None,
                             group: Some(format!("user:{}", occurrence_key(key))),
                             whole: true,
+                            routine: false,
                         });
                     }
                     continue;
@@ -466,6 +510,7 @@ pub(super) fn collect(
                         label: None,
                         group: Some(format!("user:{}", occurrence_key(&s))),
                         whole: false,
+                        routine: false,
                     });
                 }
             }
@@ -488,6 +533,7 @@ pub(super) fn collect(
                 label: None,
                 group: None,
                 whole: true,
+                routine: false,
             });
         }
     }

@@ -20,9 +20,9 @@
 //! sentence that happens to fit. A section that needs less
 //! leaves its share to the rest, which is then filled by rank across every section —
 //! ordinary prose (no value, rule, decision or outcome) taking at most 15 %. No
-//! single message may take more than a quarter of the budget (the newest request's parts
-//! excepted: they are clipped to fit instead), so one huge paste cannot evict everything
-//! else. The written text is measured at the end and trimmed, lowest rank first, should the
+//! single message may take more than a quarter of the budget beyond its first line (the
+//! newest request's parts excepted: they are clipped to fit instead), so one huge paste
+//! cannot evict everything else, and one long log row can still be kept. The written text is measured at the end and trimmed, lowest rank first, should the
 //! estimate of its line labels have been short.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -96,7 +96,10 @@ impl Allocation<'_, '_> {
             return None;
         }
         let src = self.per_source.get(&it.source).copied().unwrap_or(0);
-        if !it.whole && src + cost > self.per_source_cap {
+        // A source's first line passes the cap whatever its length (the budget and the
+        // section's allowance still bound it): one line cannot crowd out everything else,
+        // and a long log row may be the one the command was run for.
+        if !it.whole && src > 0 && src + cost > self.per_source_cap {
             return None;
         }
         self.per_source.insert(it.source, src + cost);

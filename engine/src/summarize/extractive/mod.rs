@@ -10,7 +10,8 @@
 //! 2. **rules and facts the user stated** (`rules.rs`): ranked by rule-like structure and
 //!    by the concrete values they name, wherever they sit in a message;
 //! 3. **key lines of tool results** (`tool_lines.rs`): settings, constants, versions, test
-//!    outcomes, errors, exit codes, flags, paths — bounded per result, attributed to the call;
+//!    outcomes, errors, exit codes, flags, paths — bounded per result, attributed to the call,
+//!    the lines the conversation's prose names first (`mentions.rs`);
 //! 4. **assistant answers and decisions** (`answers.rs`): the informative sentences of each
 //!    turn's answer, attributed per turn;
 //! 5. everything else, by rank, in what is left.
@@ -36,6 +37,7 @@ mod collect;
 mod frames;
 mod headings;
 mod layout;
+mod mentions;
 mod names;
 mod novelty;
 mod occurrences;
@@ -246,6 +248,9 @@ struct Item {
     group: Option<String>,
     /// Exempt from the per-source cap (the parts of the newest request).
     whole: bool,
+    /// The newest occurrence of a loop (`occurrences.rs`): routine, so it supersedes
+    /// nothing (`updates.rs`) however it is worded.
+    routine: bool,
 }
 
 impl Item {
@@ -262,6 +267,7 @@ impl Item {
             label: None,
             group: Some(format!("{tag}:omitted")),
             whole: false,
+            routine: false,
         }
     }
 }

@@ -19,6 +19,10 @@
 //! or hosts is still a loop. Values that change without stepping by one (seeds 41, 52, 97)
 //! are not a count: those occurrences stay.
 //!
+//! A loop's tool output counts with it: a tool line that every round of a counted loop
+//! returns, or that four results or more return in one shape (`took=3.4s report=8841 …`
+//! each hour), keeps its newest round only, as routine (a changed setting excepted).
+//!
 //! A **changed setting** is the other way round: a tool line `name = value` whose newest
 //! occurrence sets another value than the one before (a file re-read after an edit) ranks
 //! above the unchanged lines read with it.
@@ -30,6 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::tool_lines::setting;
 use super::{Item, Section};
 
 /// Rank given up by the first kept older occurrence, and by the second.
@@ -37,6 +42,11 @@ const OLDER_PENALTY: [i64; 2] = [8, 12];
 
 /// Fewest occurrences that make a count.
 const COUNT_OCCURRENCES: usize = 3;
+
+/// Fewest results returning a line of one shape that make it routine output, loop or not:
+/// the first, second and newest of two or three stay apart (a measurement re-run, a
+/// file re-read), a fourth is a routine.
+const ROUTINE_RESULTS: usize = 4;
 
 /// Rank a count's newest occurrence gives up: it is routine, below a one-off remark.
 const COUNT_PENALTY: i64 = 30;
@@ -46,17 +56,15 @@ const COUNT_PENALTY: i64 = 30;
 /// a re-read file's unchanged lines would otherwise tie with it.
 const CHANGED_BONUS: i64 = 25;
 
-/// Whether `newer` sets the same name as `older` to another value: both are `name = value`
-/// or `name: value` with one name (no number in it differing) and different values.
+/// Whether `newer` sets the same name as `older` to another value: both are settings
+/// ([`setting`]: `name = value`, `name: value`, a directive) of one name with literal values
+/// that differ. A row of several fields (`took=3.4s report=8841 format=csv`) is no setting:
+/// each round of a loop returns another, and none of them is a change.
 fn changed_setting(older: &str, newer: &str) -> bool {
-    let split = |t: &str| {
-        let t = t.trim_start_matches("(historical) ");
-        t.find(['=', ':'])
-            .map(|i| (t[..i].trim().to_string(), t[i + 1..].trim().to_string()))
-    };
+    let split = |t: &str| setting(t.trim_start_matches("(historical) "));
     match (split(older), split(newer)) {
         (Some((k1, v1)), Some((k2, v2))) => {
-            k1 == k2 && k1.chars().any(char::is_alphabetic) && !v2.is_empty() && v1 != v2
+            k1 == k2 && k1.chars().any(char::is_alphabetic) && v1 != v2
         }
         _ => false,
     }
@@ -117,20 +125,43 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
     // (group, source) → rank given up; absent → dropped.
     let mut kept: HashMap<(String, usize), i64> = HashMap::new();
     let mut counts: HashSet<String> = HashSet::new();
-    for (group, mut list) in occurrences {
+    let mut groups: Vec<(&str, Vec<(usize, usize)>)> = occurrences.into_iter().collect();
+    for (_, list) in &mut groups {
         list.sort_unstable();
+    }
+    let texts_of = |group: &str, list: &[(usize, usize)]| -> Vec<&str> {
+        list.iter()
+            .map(|&(_, src)| text_of.get(&(group, src)).copied().unwrap_or(""))
+            .collect()
+    };
+    // The turns of a loop: those whose request is an occurrence of a count.
+    let turn_of: HashMap<usize, usize> = items.iter().map(|it| (it.source, it.turn)).collect();
+    let loop_turns: HashSet<usize> = groups
+        .iter()
+        .filter(|(g, list)| g.starts_with("user:") && is_count(&texts_of(g, list)))
+        .flat_map(|(_, list)| list.iter().filter_map(|(_, src)| turn_of.get(src).copied()))
+        .collect();
+    for (group, list) in groups {
         let n = list.len();
         let user = group.starts_with("user:");
-        let texts: Vec<&str> = list
-            .iter()
-            .map(|&(_, src)| text_of.get(&(group, src)).copied().unwrap_or(""))
-            .collect();
-        let count = (user || group.starts_with("assistant:")) && is_count(&texts);
+        let texts = texts_of(group, &list);
+        let changed =
+            group.starts_with("tool:") && n >= 2 && changed_setting(texts[n - 2], texts[n - 1]);
+        // A tool line every round of a loop returns is the loop's output, however its
+        // numbers change (`took=3.4s report=8841 …` each hour): it counts with the loop.
+        // So does a line of one shape returned [`ROUTINE_RESULTS`] times or more (a rolled
+        // checkpoint no longer holds the loop's older requests).
+        let looped = group.starts_with("tool:")
+            && !changed
+            && (n >= ROUTINE_RESULTS
+                || (n >= COUNT_OCCURRENCES
+                    && list
+                        .iter()
+                        .all(|(_, src)| turn_of.get(src).is_some_and(|t| loop_turns.contains(t)))));
+        let count = ((user || group.starts_with("assistant:")) && is_count(&texts)) || looped;
         if count {
             counts.insert(group.to_string());
         }
-        let changed =
-            group.starts_with("tool:") && n >= 2 && changed_setting(texts[n - 2], texts[n - 1]);
         for (k, &(_, src)) in list.iter().enumerate() {
             let penalty = if k + 1 == n {
                 Some(if changed { -CHANGED_BONUS } else { 0 })
@@ -168,11 +199,14 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             };
             let mut it = it.clone();
             it.score -= penalty;
-            if matches!(it.section, Section::Statements | Section::Answers)
-                && it.group.as_ref().is_some_and(|g| counts.contains(g))
+            if matches!(
+                it.section,
+                Section::Statements | Section::Answers | Section::ToolLines
+            ) && it.group.as_ref().is_some_and(|g| counts.contains(g))
             {
                 it.section = Section::Other;
                 it.score -= COUNT_PENALTY;
+                it.routine = true;
             }
             Some(it)
         })
@@ -216,5 +250,44 @@ mod tests {
         ]));
         // Two occurrences are not a loop.
         assert!(!is_count(&["Part 1.", "Part 2."]));
+    }
+
+    fn tool(turn: usize, text: &str) -> Item {
+        Item {
+            section: Section::ToolLines,
+            turn,
+            tag: "tool",
+            seq: turn,
+            text: text.into(),
+            score: 60,
+            source: turn,
+            label: Some("run()".into()),
+            group: Some(format!("tool:{}", super::super::text::occurrence_key(text))),
+            whole: false,
+            routine: false,
+        }
+    }
+
+    #[test]
+    fn a_line_every_round_returns_is_routine_and_a_line_read_twice_is_not() {
+        let rounds: Vec<Item> = (1..=5)
+            .map(|t| tool(t, &format!("took={t}.4s report=88{t}1 format=csv")))
+            .collect();
+        let kept = keep_distinguishable(rounds, false);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].turn, 5);
+        assert!(kept[0].routine && kept[0].section == Section::Other);
+        assert_eq!(kept[0].score, 60 - COUNT_PENALTY);
+        // Two reads of a setting that changed: both stay, the newer ranked up.
+        let kept =
+            keep_distinguishable(vec![tool(1, "RETRIES = 3"), tool(2, "RETRIES = 7")], false);
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().all(|it| !it.routine));
+        assert_eq!(kept[1].score, 60 + CHANGED_BONUS);
+        // A row of several fields is no setting: its next round is no change.
+        assert!(!changed_setting(
+            "took=3.3s report=8831",
+            "took=3.4s report=8841"
+        ));
     }
 }

@@ -75,6 +75,7 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                         label: Some(shortened_label(&format!("{label})"))),
                         group: Some(format!("tool:{}", occurrence_key(unlabelled(text)))),
                         whole: false,
+                        routine: false,
                     });
                 }
             }
@@ -108,6 +109,7 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                         source,
                         label: None,
                         whole: false,
+                        routine: false,
                     });
                 }
             }
@@ -139,6 +141,7 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                         source,
                         label: None,
                         whole: false,
+                        routine: false,
                     });
                 }
             }

@@ -117,7 +117,7 @@ fn standing_state() -> &'static Regex {
 fn labelled_rule() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)^(?:[\w ]{0,20})?(important|hard requirement|requirement|constraint|rule|non-negotiable|critical|hard rule|ground rule)s?\s*:\s*\S")
+        Regex::new(r"(?i)^(?:[\w ]{0,20}\b)?(important|hard requirement|requirement|constraint|rule|non-negotiable|critical|hard rule|ground rule)s?\s*:\s*\S")
             .expect("static regex")
     })
 }

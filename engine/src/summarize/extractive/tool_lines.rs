@@ -134,12 +134,56 @@ fn exit_code() -> &'static Regex {
     })
 }
 
+/// A server error in an access log (`"GET /export/9931.pdf HTTP/1.1" 504 562`): the request
+/// line, then a 5xx status. Among a log's 200s these rows are what it was grepped for.
+fn server_error_row() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r#"\bHTTP/\d(?:\.\d)?"?\s+5\d\d\b"#).expect("static regex"))
+}
+
+/// Keywords that open a statement of code or a shell command, not a directive.
+const NOT_DIRECTIVES: [&str; 24] = [
+    "return", "import", "from", "use", "goto", "break", "continue", "throw", "raise", "yield",
+    "print", "echo", "assert", "del", "delete", "new", "case", "else", "elif", "if", "for",
+    "while", "exit", "await",
+];
+
+/// A directive: a name, then one to three value words, one of them with a digit, and an
+/// optional `;` (`proxy_read_timeout 17s;`, `listen 443 ssl http2;`, `maxmemory 2gb`,
+/// `Port 2222`, `timeout connect 5s`). nginx, Apache, Redis, sshd and HAProxy write their
+/// settings this way, without `=` or `:`. The value it returns is the value words.
+fn directive(line: &str) -> Option<(&str, &str)> {
+    let t = line
+        .trim()
+        .strip_suffix(';')
+        .unwrap_or(line.trim())
+        .trim_end();
+    let mut tokens = t.split_whitespace();
+    let name = tokens.next()?;
+    let values: Vec<&str> = tokens.collect();
+    let named = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !NOT_DIRECTIVES.contains(&name.to_ascii_lowercase().as_str());
+    let valued = (1..=3).contains(&values.len())
+        && values.iter().any(|v| v.chars().any(|c| c.is_ascii_digit()))
+        && values.iter().all(|v| {
+            v.chars().any(|c| c.is_ascii_alphanumeric())
+                && !v.contains(['(', ')', '{', '}', ';', '"', '\'', '`', '<', '>', '|', '&'])
+        });
+    if !named || !valued || t.ends_with(['.', ',', ':', '!', '?']) {
+        return None;
+    }
+    Some((name, t[name.len()..].trim()))
+}
+
 /// A planned change stated as an outcome (`… must be replaced`, `… will be destroyed`):
 /// what a plan or a dry run says it is about to do.
 fn planned_outcome() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)(will|must|would) be (created|destroyed|deleted|replaced|recreated|updated in-place|updated|removed|modified|changed|read)")
+        Regex::new(r"(?i)\b(will|must|would) be (created|destroyed|deleted|replaced|recreated|updated in-place|updated|removed|modified|changed|read)\b")
             .expect("static regex")
     })
 }
@@ -457,6 +501,8 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
         if literal(&c[2]) || !c[2].contains(['(', '{', '[']) {
             take(5 + i64::from(numeric(&c[2])), false, &mut best);
         }
+    } else if let Some((_, value)) = directive(line) {
+        take(5 + i64::from(numeric(value)), false, &mut best);
     }
     if best == 0 && labelled_measure().is_match(line) {
         take(7, false, &mut best);
@@ -476,13 +522,16 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
     if exit_code().is_match(line) {
         take(8, true, &mut best);
     }
-    let error =
-        error_line().is_match(line) || (raw.len() != line.len() && error_line().is_match(raw));
+    let error = error_line().is_match(line)
+        || (raw.len() != line.len() && error_line().is_match(raw))
+        || server_error_row().is_match(line);
     if error && n <= 40 {
         take(7, true, &mut best);
     }
     if planned_outcome().is_match(line) && n <= 30 {
-        take(7, false, &mut best);
+        // Below the change it announces (`~ allocated_storage = 200 -> 400`): the value is
+        // what a later question asks.
+        take(6, false, &mut best);
     }
     if warning_line().is_match(line) && n <= 40 {
         take(4, false, &mut best);
@@ -768,7 +817,7 @@ pub fn setting(line: &str) -> Option<(String, String)> {
     } else if let Some(c) = key_value().captures(line) {
         (c.get(1)?.as_str(), c.get(2)?.as_str())
     } else {
-        return None;
+        directive(line)?
     };
     let value = value.trim().trim_end_matches([';', ',']);
     literal(value).then(|| (name.to_string(), value.to_string()))
@@ -1309,5 +1358,32 @@ mod tests {
         // Still bounded.
         let huge = serde_json::json!({ "command": "x ".repeat(2000) });
         assert!(call_label_long("run_command", &huge).chars().count() <= 320);
+    }
+
+    #[test]
+    fn directives_are_settings_and_a_server_error_row_outranks_the_200s() {
+        let conf = "server {\n    listen 443 ssl http2;\n    client_max_body_size 20m;\n    \
+                    proxy_pass http://app;\n    proxy_read_timeout 17s;\n}\nPort 2222\n";
+        let k = key_lines(conf);
+        for line in [
+            "listen 443 ssl http2;",
+            "proxy_read_timeout 17s;",
+            "Port 2222",
+        ] {
+            assert!(k.iter().any(|l| l.text == line), "{line}: {k:?}");
+        }
+        assert_eq!(
+            setting("proxy_read_timeout 17s;"),
+            Some(("proxy_read_timeout".into(), "17s".into()))
+        );
+        // Code and prose are not directives.
+        for line in ["return 0;", "x += 1;", "Found the cause."] {
+            assert_eq!(directive(line), None, "{line}");
+        }
+        let log = "10.0.0.1 - - [14/May/2024:13:02:30 +0000] \"GET /a HTTP/1.1\" 200 18 rt=0.2\n\
+                   10.0.0.2 - - [14/May/2024:13:02:41 +0000] \"GET /export/1.pdf HTTP/1.1\" 504 562 rt=17.0\n\
+                   10.0.0.1 - - [14/May/2024:13:02:44 +0000] \"GET /b HTTP/1.1\" 200 20 rt=0.1\n";
+        let k = key_lines(log);
+        assert!(k[0].text.contains(" 504 "), "{k:?}");
     }
 }

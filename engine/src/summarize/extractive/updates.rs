@@ -5,7 +5,7 @@
 //! agent must act on. Worded differently, it shares no occurrence key with the first, and
 //! a checkpoint that rolled the first one over gives it a survivor's rank: the update lost
 //! to the value it replaced. Here a later sentence that names the same subject — at least
-//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`) — and gives a value the
+//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`), a third of the shorter one's — and gives a value the
 //! earlier one does not, ranks above it, in its section; the earlier one gives up a little.
 //!
 //! No cue word ("changed", "from now on") is needed: the test is the shared subject and
@@ -19,6 +19,8 @@ use super::{Item, Section};
 
 /// Rare subject words two statements must share to be about the same thing.
 const MIN_SHARED: usize = 2;
+/// …and at least one in this many of the shorter statement's subject words.
+const SUBJECT_SHARE: usize = 3;
 /// Rank the superseded statement gives up.
 const SUPERSEDED_PENALTY: i64 = 10;
 /// Earlier statements looked at per subject word (bounds the work on long sessions).
@@ -76,8 +78,17 @@ pub(super) fn supersede(items: &mut [Item], vocabulary: &Vocabulary) {
             }
         }
         for (earlier, n) in shared {
-            let (e, _, ev) = &facts[earlier];
-            if n >= MIN_SHARED && items[*e].source != items[*i].source && !v.is_subset(ev) {
+            let (e, es, ev) = &facts[earlier];
+            // Two words in common between two long sentences is a shared topic, not a
+            // shared subject: they must be a good part of the shorter one's.
+            let smaller = es.len().min(subject.len());
+            // A loop's newest round is routine, not news: it updates nothing.
+            if n >= MIN_SHARED
+                && n * SUBJECT_SHARE >= smaller
+                && !items[*i].routine
+                && items[*e].source != items[*i].source
+                && !v.is_subset(ev)
+            {
                 raises.push((*e, *i));
             }
         }
@@ -115,6 +126,7 @@ mod tests {
             label: None,
             group: None,
             whole: false,
+            routine: false,
         }
     }
 
@@ -148,5 +160,36 @@ mod tests {
         let mut items = vec![item(1, "user", again[0], 80), item(2, "user", again[1], 40)];
         supersede(&mut items, &vocabulary);
         assert_eq!((items[0].score, items[1].score), (80, 40));
+    }
+
+    #[test]
+    fn a_loop_round_or_a_shared_topic_supersedes_nothing() {
+        let texts = [
+            "Diagnosis: the export view renders the whole report synchronously, so large reports outlive the proxy timeout and the browser gets a 504.",
+            "Slice 3: the two largest exports ran past the proxy timeout and finished after the client had gone; everything under about 140 pages made it.",
+        ];
+        let vocabulary = Vocabulary::of(texts);
+        let mut items = vec![
+            item(1, "answer", texts[0], 60),
+            item(2, "answer", texts[1], 20),
+        ];
+        supersede(&mut items, &vocabulary);
+        assert_eq!((items[0].score, items[1].score), (60, 20));
+        // Nor does a loop's round, however close its wording.
+        let texts = [
+            "The nightly export took 41 minutes.",
+            "The nightly export took 43 minutes.",
+        ];
+        let vocabulary = Vocabulary::of(texts);
+        let mut items = vec![
+            item(1, "answer", texts[0], 60),
+            item(2, "answer", texts[1], 20),
+        ];
+        items[1].routine = true;
+        supersede(&mut items, &vocabulary);
+        assert_eq!((items[0].score, items[1].score), (60, 20));
+        items[1].routine = false;
+        supersede(&mut items, &vocabulary);
+        assert!(items[1].score > items[0].score);
     }
 }
