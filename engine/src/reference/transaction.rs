@@ -99,6 +99,7 @@ impl ReferenceEngine {
         covered: usize,
         tail_start: usize,
         boundaries: &[usize],
+        instructions: &str,
         provider: &dyn Provider,
         model_calls: &mut u32,
     ) -> Result<SummaryResult, SummarizeError> {
@@ -141,6 +142,7 @@ impl ReferenceEngine {
                             estimator: &self.estimator,
                             model: &self.config.model.model,
                             later: Later::of(&entries[end..]),
+                            instructions,
                         },
                         provider,
                     )
@@ -325,6 +327,7 @@ impl ReferenceEngine {
                         covered,
                         tail_start,
                         &boundaries,
+                        &snapshot.text,
                         provider,
                         &mut model_calls,
                     )
@@ -346,6 +349,7 @@ impl ReferenceEngine {
                         summarized_from,
                         tail_start,
                         &boundaries,
+                        &snapshot.text,
                         provider,
                         &mut model_calls,
                     )

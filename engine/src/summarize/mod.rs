@@ -38,6 +38,10 @@ pub struct SummaryRequest<'a> {
     /// What the messages kept after the covered ones already hold: a newer request or a
     /// newer call makes the covered turn's task state history.
     pub later: Later,
+    /// The current instructions (the instruction file as sent): a user sentence that
+    /// revises one of them is what a resumed agent must not lose (the extractive
+    /// summarizer's `revisions.rs`).
+    pub instructions: &'a str,
 }
 
 /// What the retained messages (the tail after the covered span) hold that supersedes the

@@ -40,8 +40,9 @@ const MENTIONED_BONUS: i64 = 3;
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
 const COMMAND_SCORE: i64 = 150;
-/// Rank of the file in flight.
-const IN_FLIGHT_SCORE: i64 = 140;
+/// Rank of the file in flight: above the last command's lines (a short line, and "which
+/// file were you editing?" is the first thing a resumed agent needs after the request).
+const IN_FLIGHT_SCORE: i64 = 190;
 /// Share of the budget (percent) the newest request's parts are clipped to fit, when they
 /// must be clipped at all.
 const REQUEST_SHARE_PERCENT: u64 = 20;

@@ -42,6 +42,7 @@ mod names;
 mod novelty;
 mod occurrences;
 mod outliers;
+mod revisions;
 mod rolling;
 mod rules;
 mod task;
@@ -83,6 +84,10 @@ fn is_data(content: &str, key_lines: usize) -> bool {
     let filled = content.lines().filter(|l| !l.trim().is_empty()).count();
     filled >= 2 && key_lines * 2 >= filled
 }
+
+/// Rank a user sentence that revises a standing instruction gains (`revisions.rs`): as
+/// much as a rule's cue word gives.
+const REVISION_BONUS: i64 = 25;
 
 /// Replaces an authority claim in memory.
 pub const OMISSION_MARKER: &str = "[omitted: historical approval/authority claim]";
@@ -344,6 +349,13 @@ fn extract_filtered(
     );
     let collected = collect::collect(req, broken, previous, &vocabulary, seq);
     let mut items = occurrences::keep_distinguishable(collected.items, broken.newest_only);
+    let instructions = revisions::Instructions::of(req.instructions);
+    for it in &mut items {
+        if matches!(it.tag, "user" | "stated") && instructions.revised_by(&it.text) {
+            it.section = Section::Statements;
+            it.score += REVISION_BONUS;
+        }
+    }
     items.retain(|it| it.text.is_empty() || !held(&it.text));
     for it in &mut items {
         vocabulary.rank(it);

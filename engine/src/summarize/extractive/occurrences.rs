@@ -199,10 +199,7 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             };
             let mut it = it.clone();
             it.score -= penalty;
-            if matches!(
-                it.section,
-                Section::Statements | Section::Answers | Section::ToolLines
-            ) && it.group.as_ref().is_some_and(|g| counts.contains(g))
+            if it.section != Section::Task && it.group.as_ref().is_some_and(|g| counts.contains(g))
             {
                 it.section = Section::Other;
                 it.score -= COUNT_PENALTY;

@@ -45,6 +45,7 @@ fn run_later(
             estimator: &est,
             model: "m",
             later,
+            instructions: "",
         },
         broken,
     )
@@ -511,6 +512,7 @@ fn tool_lines_roll_over_into_the_next_checkpoint() {
         estimator: &est,
         model: "m",
         later: Default::default(),
+        instructions: "",
     };
     let s = extract(&req);
     // The mutants drop what they drop from the rolled-over lines too.
@@ -580,6 +582,7 @@ fn a_row_with_its_own_pipes_comes_back_whole_from_a_rolled_checkpoint() {
         estimator: &est,
         model: "m",
         later: Default::default(),
+        instructions: "",
     });
     assert!(rolled.contains(row), "{rolled}");
 }

@@ -127,6 +127,7 @@ impl Fixture {
             estimator: &self.estimator,
             model: MODEL,
             later: Default::default(),
+            instructions: "",
         }
     }
 }
