@@ -19,7 +19,7 @@
 //! twice the section's share, so a long diagnosis does not lose to a shorter, lesser
 //! sentence that happens to fit. A section that needs less
 //! leaves its share to the rest, which is then filled by rank across every section —
-//! ordinary prose (no value, rule, decision or outcome) taking at most 15 %. No
+//! ordinary prose (no value, rule, decision or outcome) taking at most 10 %. No
 //! single message may take more than a quarter of the budget beyond its first line (the
 //! newest request's parts excepted: they are clipped to fit instead), so one huge paste
 //! cannot evict everything else, and one long log row can still be kept. The written text is measured at the end and trimmed, lowest rank first, should the
@@ -38,7 +38,7 @@ const SHARES: [(Section, u64); 4] = [
     (Section::Answers, 30),
 ];
 /// Most of what the fixed lines leave (percent) that ordinary prose may take.
-const PROSE_SHARE: u64 = 15;
+const PROSE_SHARE: u64 = 10;
 /// Most files listed on the files line.
 const MAX_FILES: usize = 20;
 /// The files line takes at most this fraction (1/n) of the budget.
