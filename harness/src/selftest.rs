@@ -4,7 +4,9 @@
 //!
 //! Every variant declares the graders meant to catch it. A variant is **caught** only when
 //! one of those graders fails on a trial where it passed against the unbroken system (same
-//! scenario, mode and seed) and the variant's trial was not errored. Any other grader that
+//! scenario, mode and seed) and the variant's trial was not errored — or, for `recall` (a
+//! measure, not an invariant), when the variant misses a probe the unbroken system answered
+//! right on that trial, whatever else either of them missed. Any other grader that
 //! starts failing is an *incidental* catch: reported, never counted — a variant that only
 //! crashes, or trips an unrelated grader, proves nothing about the grader meant for it.
 //!
@@ -82,12 +84,31 @@ impl SelftestReport {
 
 type Key = (String, Mode);
 
+/// The recall grader's name.
+const RECALL: &str = "recall";
+
 /// One judged trial: its failing graders, or why it proves nothing.
 struct Judged {
     failing: BTreeSet<String>,
+    /// The probes answered right (fact, probe step), when the recall grader applies.
+    recalled: Option<BTreeSet<(String, u64)>>,
     errored: Option<String>,
     /// The terminal outcome the scenario does not expect in this mode, described.
     unexpected: Option<String>,
+}
+
+/// The graders a variant's trial fails that the reference's trial (same scenario, mode and
+/// seed) did not. Recall is a measure, not an invariant: a variant that misses a probe the
+/// reference answered right fails it, even where the reference missed others and so failed
+/// the grader too.
+fn newly_failing(base: &Judged, judged: &Judged) -> BTreeSet<String> {
+    let mut failing: BTreeSet<String> = judged.failing.difference(&base.failing).cloned().collect();
+    if let (Some(b), Some(m)) = (&base.recalled, &judged.recalled) {
+        if !b.is_subset(m) {
+            failing.insert(RECALL.to_string());
+        }
+    }
+    failing
 }
 
 /// Run the selftest of `sut` (its `variants`, by name). `modes` limits which modes run
@@ -145,8 +166,21 @@ pub async fn selftest(
                             record.outcome.reason
                         )
                     });
-                    let failing = judge
-                        .judge(&spec.scenario, &record)
+                    let judgement = judge.judge(&spec.scenario, &record);
+                    let recalled =
+                        judgement
+                            .verdicts
+                            .iter()
+                            .any(|v| v.grader == RECALL)
+                            .then(|| {
+                                judgement
+                                    .recall
+                                    .iter()
+                                    .filter(|r| r.correct)
+                                    .map(|r| (r.fact.clone(), r.step))
+                                    .collect()
+                            });
+                    let failing = judgement
                         .verdicts
                         .into_iter()
                         .filter(|v| v.status == VerdictStatus::Fail)
@@ -154,12 +188,14 @@ pub async fn selftest(
                         .collect();
                     Judged {
                         failing,
+                        recalled,
                         errored,
                         unexpected,
                     }
                 }
                 Err(e) => Judged {
                     failing: BTreeSet::new(),
+                    recalled: None,
                     errored: Some(format!("no trial workspace: {e}")),
                     unexpected: None,
                 },
@@ -191,7 +227,7 @@ pub async fn selftest(
             // the scenario), not data: listed like an invariant failure.
             reference_failures.push((format!("{scenario}/{mode}"), format!("outcome ({u})")));
         }
-        for g in judged.failing.iter().filter(|g| g.as_str() != "recall") {
+        for g in judged.failing.iter().filter(|g| g.as_str() != RECALL) {
             reference_failures.push((format!("{scenario}/{mode}"), g.clone()));
         }
     }
@@ -219,7 +255,7 @@ pub async fn selftest(
                     result.errored_in.insert(trial);
                     continue;
                 }
-                for g in judged.failing.difference(&base.failing) {
+                for g in &newly_failing(base, judged) {
                     if variant.intended.iter().any(|i| i == g) {
                         result.caught_by.insert(g.clone());
                         result.caught_in.insert(trial.clone());
@@ -244,5 +280,44 @@ pub async fn selftest(
         reference_failures,
         reference_errors,
         mutants,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(failing: &[&str], recalled: Option<&[(&str, u64)]>) -> Judged {
+        Judged {
+            failing: failing.iter().map(|g| g.to_string()).collect(),
+            recalled: recalled.map(|r| r.iter().map(|(f, s)| (f.to_string(), *s)).collect()),
+            errored: None,
+            unexpected: None,
+        }
+    }
+
+    #[test]
+    fn a_variant_that_loses_a_probe_the_reference_recalled_fails_recall() {
+        // The reference missed `b` (so it failed recall too); the variant also misses `a`.
+        let base = judged(&["recall"], Some(&[("a", 3)]));
+        let worse = judged(&["recall"], Some(&[]));
+        assert_eq!(
+            newly_failing(&base, &worse),
+            BTreeSet::from(["recall".to_string()])
+        );
+        // Missing only what the reference missed, or gaining a probe, is no catch.
+        let same = judged(&["recall"], Some(&[("a", 3)]));
+        assert!(newly_failing(&base, &same).is_empty());
+        let better = judged(&[], Some(&[("a", 3), ("b", 3)]));
+        assert!(newly_failing(&base, &better).is_empty());
+        // Without the recall grader applied, probes are not compared.
+        let unjudged = judged(&[], None);
+        assert!(newly_failing(&base, &unjudged).is_empty());
+        // Invariant graders count as before.
+        let broke = judged(&["recall", "tool-pairs"], Some(&[("a", 3)]));
+        assert_eq!(
+            newly_failing(&base, &broke),
+            BTreeSet::from(["tool-pairs".to_string()])
+        );
     }
 }

@@ -16,7 +16,8 @@
 //! **Units.** The material is split into lines, then sentences (at `.`, `!`, `?` before
 //! whitespace). Units longer than [`UNIT_MAX_CHARS`] are cut at a word boundary. Repeats —
 //! exact, or the same sentence with other numbers ("refactor module 3", "refactor module
-//! 4") — keep only their newest occurrence, as a model collapses a repeated request.
+//! 4", "… module 12": a number of any width), compared whole, before any cut — keep only
+//! their newest occurrence, as a model collapses a repeated request.
 //!
 //! **Salience** (higher is kept first): the role of the message it came from (user 3,
 //! assistant or system 2, tool 1); +4 when it reads as a constraint, decision or ownership
@@ -198,6 +199,9 @@ pub fn instruction_index(request: &ModelRequest, rule: &SummaryRule) -> Option<u
 /// One unit of material.
 struct Unit {
     text: String,
+    /// The text before any cut: what repeats are compared by (two long sentences that
+    /// differ only in a number's width would be cut at different words).
+    whole: String,
     role: Role,
     from_memory: bool,
 }
@@ -253,6 +257,7 @@ fn push_unit(s: &str, role: Role, from_memory: bool, out: &mut Vec<Unit>) {
     };
     out.push(Unit {
         text,
+        whole: s.to_string(),
         role,
         from_memory,
     });
@@ -494,10 +499,15 @@ pub fn build_summary(
     let mut seen = std::collections::HashSet::new();
     let mut keep = vec![false; units.len()];
     for (i, u) in units.iter().enumerate().rev() {
-        let shape: String = normalize(&u.text)
-            .chars()
-            .map(|c| if c.is_ascii_digit() { '#' } else { c })
-            .collect();
+        // A number of any width is one `#`: "file 9" and "file 10" are one request.
+        let mut shape = String::new();
+        for c in normalize(&u.whole).chars() {
+            if !c.is_ascii_digit() {
+                shape.push(c);
+            } else if !shape.ends_with('#') {
+                shape.push('#');
+            }
+        }
         keep[i] = seen.insert(shape);
     }
     let units: Vec<Unit> = units
@@ -631,6 +641,21 @@ mod tests {
             tools: vec![],
             max_output_tokens: 200,
         }
+    }
+
+    /// A long sentence repeated with a wider number is still a repeat: units are compared
+    /// before they are cut.
+    #[test]
+    fn long_repeats_are_compared_whole() {
+        let tail = "a few seconds after the price cache warm-up starts; the JVM itself never \
+                    logs an OutOfMemoryError, so it is the container limit, not the heap, that \
+                    is hit, and the restart loop goes on until the limit is raised or the cache \
+                    warm-up is made lazy, which the team has not decided yet at all today.";
+        let material =
+            format!("[turn 9] Restart 8: OOMKilled {tail}\n[turn 10] Restart 9: OOMKilled {tail}");
+        assert!(material.lines().all(|l| l.chars().count() > UNIT_MAX_CHARS));
+        let s = summarize(&request(&material), SummaryProfile::Faithful, &[], 400);
+        assert!(s.contains("Restart 9") && !s.contains("Restart 8"), "{s}");
     }
 
     /// Forty look-alike statements; the summary keeps some by salience and position, never
