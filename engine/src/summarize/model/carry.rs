@@ -15,7 +15,8 @@
 //! and authority claims are never carried; secrets are redacted first. A rolled-up
 //! checkpoint re-carries the previous checkpoint's carried lines the new summary lost.
 //!
-//! What room is left after that goes to what the extractive summarizer would have kept
+//! What room is left after that — at least [`EXTRACTIVE_RESERVE`] of the target, which the
+//! carried statements may not take — goes to what the extractive summarizer would have kept
 //! (`extractive_lines`): key lines of tool results, the agent's answers, the task state —
 //! the material a model's sense of salience ranks lowest (tool output above all) and a
 //! resumed session asks about. Only lines the model's summary does not already hold are
@@ -52,6 +53,9 @@ const MIN_EXTRACTIVE_ROOM: u64 = 48;
 /// same sessions recalled 94 % of with the extractive strategy; with 85 %, 89 %. (25 %, 50 %
 /// and 70 % were no better than 40 %.)
 pub const CARRY_SHARE: u64 = 85;
+
+/// Share of the target (percent) the carried statements leave to the extractive lines.
+pub const EXTRACTIVE_RESERVE: u64 = 20;
 
 /// Least the model is asked for, in tokens (or the whole target when smaller): below it a
 /// summary cannot hold its five sections.

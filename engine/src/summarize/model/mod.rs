@@ -311,6 +311,9 @@ impl Summarizer for ModelSummarizer {
         }
         .map_err(SummarizeError::Invalid)?;
         let room = full_target.saturating_sub(request.estimator.count_text(&text));
+        // The extractive lines (task state, key tool lines, answers) keep a share of their
+        // own: the user's words must not take all the room.
+        let room = room.saturating_sub(full_target * carry::EXTRACTIVE_RESERVE / 100);
         let carried = carry::carried_lines(&request, &text, room);
         let text = carry::with_carried(&text, &carried);
         let room = full_target.saturating_sub(request.estimator.count_text(&text));
