@@ -7,7 +7,8 @@
 //!
 //! - it sets a setting whose name the prose says: the whole name as one word
 //!   (`MAX_RETRIES`), its last two parts as two words in a row (`proxy_read_timeout` —
-//!   "read timeout"), or a one-part name of five letters or more (`workers` — "worker");
+//!   "read timeout"), or a one-part name of three letters or more (`workers` — "worker",
+//!   `pro` — "the pro plan");
 //! - or it holds a value the prose says (`504`, `7f3e9b2a`: three characters or more with
 //!   a digit) that fewer than half of its result's key lines hold: a value every row has
 //!   (`2024`, `HTTP/1.1`) tells no row apart.
@@ -22,7 +23,7 @@ use super::tool_lines::setting;
 /// Shortest value token that counts as a mention.
 const MIN_VALUE_CHARS: usize = 3;
 /// Shortest one-part setting name that counts as a mention.
-const MIN_NAME_CHARS: usize = 5;
+const MIN_NAME_CHARS: usize = 3;
 
 /// The words of `s`, lowercased, with a plural `s` taken off words of four letters or more.
 fn words(s: &str) -> impl Iterator<Item = String> + '_ {
@@ -96,9 +97,15 @@ impl Mentions {
 
     /// Whether the prose names the setting `line` sets.
     fn names_setting(&self, line: &str) -> bool {
-        let Some((name, _)) = setting(line) else {
+        let Some((qualified, _)) = setting(line) else {
             return false;
         };
+        // A name qualified by its section (`tiers.pro`) is named by its own part.
+        let name = qualified
+            .rsplit('.')
+            .next()
+            .unwrap_or(&qualified)
+            .to_string();
         let whole = words(&name).next().unwrap_or_default();
         if whole.contains(['_', '-', '.']) && self.words.contains(&whole) {
             return true;
@@ -155,6 +162,12 @@ mod tests {
             m.mentioned(&lines),
             vec![false, true, false, true, true, false]
         );
+        let m = Mentions::of(["Customers on the pro plan get 429s too early."]);
+        let tiers = [
+            "tiers.free: {requests_per_minute: 60, burst: 15}",
+            "tiers.pro: {requests_per_minute: 600, burst: 90}",
+        ];
+        assert_eq!(m.mentioned(&tiers), vec![false, true]);
     }
 
     #[test]

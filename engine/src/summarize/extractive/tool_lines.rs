@@ -141,6 +141,28 @@ fn server_error_row() -> &'static Regex {
     R.get_or_init(|| Regex::new(r#"\bHTTP/\d(?:\.\d)?"?\s+5\d\d\b"#).expect("static regex"))
 }
 
+/// An inline mapping of literals (`{requests_per_minute: 600, burst: 90}`, `{"rpm": 600}`):
+/// YAML's flow style and JSON's objects write a row of settings on one line.
+fn flow_mapping(value: &str) -> bool {
+    let v = value.trim().trim_end_matches(',');
+    let Some(inner) = v.strip_prefix('{').and_then(|r| r.strip_suffix('}')) else {
+        return false;
+    };
+    let pairs: Vec<&str> = inner.split(',').map(str::trim).collect();
+    pairs.len() <= 8
+        && pairs.iter().any(|p| p.chars().any(|c| c.is_ascii_digit()))
+        && pairs.iter().all(|p| {
+            p.split_once(':').is_some_and(|(k, val)| {
+                let k = k.trim().trim_matches(['"', '\'']);
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                    && literal(val)
+                    && !val.contains(['{', '}', '(', '['])
+            })
+        })
+}
+
 /// Keywords that open a statement of code or a shell command, not a directive.
 const NOT_DIRECTIVES: [&str; 24] = [
     "return", "import", "from", "use", "goto", "break", "continue", "throw", "raise", "yield",
@@ -148,9 +170,10 @@ const NOT_DIRECTIVES: [&str; 24] = [
     "while", "exit", "await",
 ];
 
-/// A directive: a name, then one to three value words, one of them with a digit, and an
-/// optional `;` (`proxy_read_timeout 17s;`, `listen 443 ssl http2;`, `maxmemory 2gb`,
-/// `Port 2222`, `timeout connect 5s`). nginx, Apache, Redis, sshd and HAProxy write their
+/// A directive: a name, then one to three value words, one of them with a digit (or one
+/// or two under a joined name), and an optional `;` (`proxy_read_timeout 17s;`,
+/// `listen 443 ssl http2;`, `maxmemory 2gb`, `Port 2222`, `timeout connect 5s`,
+/// `maxmemory-policy volatile-ttl`). nginx, Apache, Redis, sshd and HAProxy write their
 /// settings this way, without `=` or `:`. The value it returns is the value words.
 fn directive(line: &str) -> Option<(&str, &str)> {
     let t = line
@@ -166,8 +189,15 @@ fn directive(line: &str) -> Option<(&str, &str)> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         && !NOT_DIRECTIVES.contains(&name.to_ascii_lowercase().as_str());
+    // A value without a digit (`maxmemory-policy volatile-ttl`, `proxy_pass http://app`)
+    // counts under a name no sentence opens with: one joined by `_`, `-` or `.`.
+    let joined = name.contains(['_', '-', '.']);
     let valued = (1..=3).contains(&values.len())
-        && values.iter().any(|v| v.chars().any(|c| c.is_ascii_digit()))
+        && (values.iter().any(|v| v.chars().any(|c| c.is_ascii_digit()))
+            || (joined
+                && values.len() <= 2
+                // `belongs_to :product` is a call with a symbol, not a setting.
+                && !values.iter().any(|v| v.starts_with([':', '@', '&', '*', '$']))))
         && values.iter().all(|v| {
             v.chars().any(|c| c.is_ascii_alphanumeric())
                 && !v.contains(['(', ')', '{', '}', ';', '"', '\'', '`', '<', '>', '|', '&'])
@@ -496,6 +526,8 @@ fn score_line(line: &str) -> Option<(i64, bool)> {
         let code = value.contains(['=', '{', '}', '(', ';']) || value.contains("->");
         if !value.starts_with("//") && (literal(value) || (words(value) <= 4 && !code)) {
             take(5 + i64::from(numeric(value)), false, &mut best);
+        } else if flow_mapping(value) {
+            take(6, false, &mut best);
         }
     } else if let Some(c) = compact_setting().captures(line) {
         if literal(&c[2]) || !c[2].contains(['(', '{', '[']) {
@@ -820,7 +852,7 @@ pub fn setting(line: &str) -> Option<(String, String)> {
         directive(line)?
     };
     let value = value.trim().trim_end_matches([';', ',']);
-    literal(value).then(|| (name.to_string(), value.to_string()))
+    (literal(value) || flow_mapping(value)).then(|| (name.to_string(), value.to_string()))
 }
 
 /// The names of the settings an edit's arguments set: the added lines of a diff
@@ -1380,6 +1412,15 @@ mod tests {
         for line in ["return 0;", "x += 1;", "Found the cause."] {
             assert_eq!(directive(line), None, "{line}");
         }
+        assert_eq!(
+            directive("maxmemory-policy volatile-ttl"),
+            Some(("maxmemory-policy", "volatile-ttl"))
+        );
+        assert_eq!(directive("Listening carefully"), None);
+        assert_eq!(directive("belongs_to :price_list"), None);
+        let tiers = "tiers:\n  free: {requests_per_minute: 60, burst: 15}\n  pro: {requests_per_minute: 600, burst: 90}\n";
+        assert_eq!(key_lines(tiers).len(), 2, "{:?}", key_lines(tiers));
+        assert!(setting("  pro: {requests_per_minute: 600, burst: 90}").is_some());
         let log = "10.0.0.1 - - [14/May/2024:13:02:30 +0000] \"GET /a HTTP/1.1\" 200 18 rt=0.2\n\
                    10.0.0.2 - - [14/May/2024:13:02:41 +0000] \"GET /export/1.pdf HTTP/1.1\" 504 562 rt=17.0\n\
                    10.0.0.1 - - [14/May/2024:13:02:44 +0000] \"GET /b HTTP/1.1\" 200 20 rt=0.1\n";
