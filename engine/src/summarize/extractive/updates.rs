@@ -162,29 +162,29 @@ mod tests {
         assert_eq!((items[0].score, items[1].score), (80, 40));
     }
 
-    #[test]
-    fn a_loop_round_or_a_shared_topic_supersedes_nothing() {
-        let texts = [
-            "Diagnosis: the export view renders the whole report synchronously, so large reports outlive the proxy timeout and the browser gets a 504.",
-            "Slice 3: the two largest exports ran past the proxy timeout and finished after the client had gone; everything under about 140 pages made it.",
-        ];
+    /// Two answers, the older ranked 60 and the newer 20, and their vocabulary.
+    fn answers(texts: [&str; 2]) -> (Vocabulary, Vec<Item>) {
         let vocabulary = Vocabulary::of(texts);
-        let mut items = vec![
+        let items = vec![
             item(1, "answer", texts[0], 60),
             item(2, "answer", texts[1], 20),
         ];
+        (vocabulary, items)
+    }
+
+    #[test]
+    fn a_loop_round_or_a_shared_topic_supersedes_nothing() {
+        let (vocabulary, mut items) = answers([
+            "Diagnosis: the export view renders the whole report synchronously, so large reports outlive the proxy timeout and the browser gets a 504.",
+            "Slice 3: the two largest exports ran past the proxy timeout and finished after the client had gone; everything under about 140 pages made it.",
+        ]);
         supersede(&mut items, &vocabulary);
         assert_eq!((items[0].score, items[1].score), (60, 20));
         // Nor does a loop's round, however close its wording.
-        let texts = [
+        let (vocabulary, mut items) = answers([
             "The nightly export took 41 minutes.",
             "The nightly export took 43 minutes.",
-        ];
-        let vocabulary = Vocabulary::of(texts);
-        let mut items = vec![
-            item(1, "answer", texts[0], 60),
-            item(2, "answer", texts[1], 20),
-        ];
+        ]);
         items[1].routine = true;
         supersede(&mut items, &vocabulary);
         assert_eq!((items[0].score, items[1].score), (60, 20));
