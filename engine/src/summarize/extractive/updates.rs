@@ -5,7 +5,7 @@
 //! agent must act on. Worded differently, it shares no occurrence key with the first, and
 //! a checkpoint that rolled the first one over gives it a survivor's rank: the update lost
 //! to the value it replaced. Here a later sentence that names the same subject — at least
-//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`), a third of the shorter one's — and gives a value the
+//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`), a quarter of the shorter one's — and gives a value the
 //! earlier one does not, ranks above it, in its section; the earlier one gives up a little.
 //!
 //! No cue word ("changed", "from now on") is needed: the test is the shared subject and
@@ -15,12 +15,13 @@ use std::collections::{HashMap, HashSet};
 
 use super::novelty::Vocabulary;
 use super::text::{is_question, unlabelled};
+use super::tool_lines::setting;
 use super::{Item, Section};
 
 /// Rare subject words two statements must share to be about the same thing.
 const MIN_SHARED: usize = 2;
 /// …and at least one in this many of the shorter statement's subject words.
-const SUBJECT_SHARE: usize = 3;
+const SUBJECT_SHARE: usize = 4;
 /// Rank the superseded statement gives up.
 const SUPERSEDED_PENALTY: i64 = 10;
 /// Earlier statements looked at per subject word (bounds the work on long sessions).
@@ -53,8 +54,46 @@ fn without_enumerator(text: &str) -> &str {
     }
 }
 
+/// Lower each tool setting a later sentence gives another value (`replicaCount: 4`, then
+/// "bump the prod replicaCount to 6"): the sentence names the setting as a word and none of
+/// its values is the setting's. The sentence is raised above it, as an update is.
+fn supersede_settings(items: &mut [Item]) {
+    let settings: Vec<(usize, String, String)> = (0..items.len())
+        .filter(|&i| items[i].tag == "tool")
+        .filter_map(|i| {
+            let (name, value) = setting(items[i].text.trim_start_matches("(historical) "))?;
+            let name = name.rsplit('.').next().unwrap_or(&name).to_lowercase();
+            (name.chars().count() >= 4).then(|| (i, name, value.to_lowercase()))
+        })
+        .collect();
+    let mut raises = Vec::new();
+    for (i, name, value) in &settings {
+        let newer = (0..items.len()).filter(|&k| {
+            let it = &items[k];
+            prose(it) && it.seq > items[*i].seq && !it.routine && !is_question(&it.text)
+        });
+        for k in newer {
+            let text = unlabelled(&items[k].text).to_lowercase();
+            let names = text
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .any(|w| w == name);
+            let v = values(&text);
+            if names && !v.is_empty() && !v.contains(value.trim_matches(['"', '\''])) {
+                raises.push((*i, k));
+            }
+        }
+    }
+    for (old, new) in raises {
+        let old_score = items[old].score;
+        let it = &mut items[new];
+        it.score = it.score.max(old_score + 1);
+        items[old].score -= SUPERSEDED_PENALTY;
+    }
+}
+
 /// Raise each update above the statement it supersedes.
 pub(super) fn supersede(items: &mut [Item], vocabulary: &Vocabulary) {
+    supersede_settings(items);
     let mut order: Vec<usize> = (0..items.len()).filter(|&i| prose(&items[i])).collect();
     order.sort_by_key(|&i| items[i].seq);
     let facts: Vec<(usize, HashSet<String>, HashSet<String>)> = order
@@ -191,5 +230,27 @@ mod tests {
         items[1].routine = false;
         supersede(&mut items, &vocabulary);
         assert!(items[1].score > items[0].score);
+    }
+
+    #[test]
+    fn a_sentence_that_sets_a_read_setting_anew_supersedes_it() {
+        let mut items = vec![
+            Item {
+                tag: "tool",
+                ..item(1, "tool", "replicaCount: 4", 70)
+            },
+            item(
+                2,
+                "user",
+                "For the sale bump the prod replicaCount to 6.",
+                40,
+            ),
+            item(3, "user", "Keep replicaCount: 4 in staging.", 30),
+        ];
+        supersede(&mut items, &Vocabulary::of(["x"]));
+        assert_eq!(items[0].score, 70 - SUPERSEDED_PENALTY);
+        assert_eq!(items[1].score, 71);
+        // The same value again is no update.
+        assert_eq!(items[2].score, 30);
     }
 }
