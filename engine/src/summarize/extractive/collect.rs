@@ -36,6 +36,8 @@ const CHANGED_SETTING_BONUS: i64 = 6;
 /// Line rank a key line gains when the conversation's prose names it (`mentions.rs`): of
 /// look-alike settings or rows, the one the session talked about.
 const MENTIONED_BONUS: i64 = 3;
+/// Item rank per unit of a key line's rank.
+const LINE_RANK_WEIGHT: i64 = 5;
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -198,7 +200,7 @@ pub(super) fn collect(
         let named = mentions.mentioned(&texts);
         for (k, named) in members.into_iter().zip(named) {
             if named {
-                items[k].score += 5 * MENTIONED_BONUS;
+                items[k].score += LINE_RANK_WEIGHT * MENTIONED_BONUS;
             }
         }
     }
@@ -302,7 +304,7 @@ pub(super) fn collect(
                         // The k-th line of a result ranks a little below every result's
                         // (k−1)-th: results share the space (a parallel batch's second
                         // result is not starved by its first).
-                        score: base + 5 * line.score - 3 * rank as i64,
+                        score: base + LINE_RANK_WEIGHT * line.score - 3 * rank as i64,
                         source,
                         label: Some(label.clone()),
                         group: Some(format!("tool:{}", occurrence_key(&line.text))),

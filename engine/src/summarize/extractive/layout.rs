@@ -22,7 +22,8 @@
 //! ordinary prose (no value, rule, decision or outcome) taking at most 10 %. No
 //! single message may take more than a quarter of the budget beyond its first line (the
 //! newest request's parts excepted: they are clipped to fit instead), so one huge paste
-//! cannot evict everything else, and one long log row can still be kept. The written text is measured at the end and trimmed, lowest rank first, should the
+//! cannot evict everything else, and one long log row can still be kept. The written text
+//! is measured at the end and trimmed, lowest rank first, should the
 //! estimate of its line labels have been short.
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -176,11 +176,8 @@ const NOT_DIRECTIVES: [&str; 24] = [
 /// `maxmemory-policy volatile-ttl`). nginx, Apache, Redis, sshd and HAProxy write their
 /// settings this way, without `=` or `:`. The value it returns is the value words.
 fn directive(line: &str) -> Option<(&str, &str)> {
-    let t = line
-        .trim()
-        .strip_suffix(';')
-        .unwrap_or(line.trim())
-        .trim_end();
+    let t = line.trim();
+    let t = t.strip_suffix(';').unwrap_or(t).trim_end();
     let mut tokens = t.split_whitespace();
     let name = tokens.next()?;
     let values: Vec<&str> = tokens.collect();
@@ -188,7 +185,7 @@ fn directive(line: &str) -> Option<(&str, &str)> {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !NOT_DIRECTIVES.contains(&name.to_ascii_lowercase().as_str());
+        && !NOT_DIRECTIVES.iter().any(|k| k.eq_ignore_ascii_case(name));
     // A value without a digit (`maxmemory-policy volatile-ttl`, `proxy_pass http://app`)
     // counts under a name no sentence opens with: one joined by `_`, `-` or `.`.
     let joined = name.contains(['_', '-', '.']);

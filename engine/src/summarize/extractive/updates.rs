@@ -5,8 +5,9 @@
 //! agent must act on. Worded differently, it shares no occurrence key with the first, and
 //! a checkpoint that rolled the first one over gives it a survivor's rank: the update lost
 //! to the value it replaced. Here a later sentence that names the same subject — at least
-//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`), a quarter of the shorter one's — and gives a value the
-//! earlier one does not, ranks above it, in its section; the earlier one gives up a little.
+//! [`MIN_SHARED`] of the session's rare words (`novelty.rs`), a quarter of the shorter
+//! one's — and gives a value the earlier one does not, ranks above it, in its section; the
+//! earlier one gives up a little.
 //!
 //! No cue word ("changed", "from now on") is needed: the test is the shared subject and
 //! the differing value.
@@ -66,20 +67,33 @@ fn supersede_settings(items: &mut [Item]) {
             (name.chars().count() >= 4).then(|| (i, name, value.to_lowercase()))
         })
         .collect();
+    if settings.is_empty() {
+        return;
+    }
+    // Each sentence that could set one: its words and its values, once.
+    let sentences: Vec<(usize, HashSet<String>, HashSet<String>)> = (0..items.len())
+        .filter(|&k| {
+            let it = &items[k];
+            prose(it) && !it.routine && !is_question(&it.text)
+        })
+        .filter_map(|k| {
+            let text = unlabelled(&items[k].text).to_lowercase();
+            let v = values(&text);
+            let words = text
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .map(str::to_string)
+                .collect();
+            (!v.is_empty()).then_some((k, words, v))
+        })
+        .collect();
     let mut raises = Vec::new();
     for (i, name, value) in &settings {
-        let newer = (0..items.len()).filter(|&k| {
-            let it = &items[k];
-            prose(it) && it.seq > items[*i].seq && !it.routine && !is_question(&it.text)
-        });
-        for k in newer {
-            let text = unlabelled(&items[k].text).to_lowercase();
-            let names = text
-                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-                .any(|w| w == name);
-            let v = values(&text);
-            if names && !v.is_empty() && !v.contains(value.trim_matches(['"', '\''])) {
-                raises.push((*i, k));
+        for (k, words, v) in &sentences {
+            if items[*k].seq > items[*i].seq
+                && words.contains(name)
+                && !v.contains(value.trim_matches(['"', '\'']))
+            {
+                raises.push((*i, *k));
             }
         }
     }
