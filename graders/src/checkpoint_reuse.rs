@@ -11,7 +11,8 @@
 //!   damaged checkpoint's id (unless a new compaction produced the same id from the
 //!   transcript).
 //! - What the requests show agrees: the first request after a reported reuse carries the
-//!   memory the last request before the restart carried (unless a compaction rolled it up).
+//!   memory the last request before the restart carried (unless a compaction rolled it up
+//!   after the restart, or wrote the reused checkpoint after that request).
 //!
 //! The checkpoint identities come from the system's own events (an event family: without
 //! events the grader is not applicable); every claim is checked against the requests.
@@ -195,8 +196,16 @@ impl Grader for CheckpointReuseValid {
             let (Some(before), Some(after)) = (before, after) else {
                 continue;
             };
+            // A compaction between that request and the restart (a manual `compact` step)
+            // wrote the checkpoint being reused after any request carried it: no request
+            // shows its memory, so there is no baseline (the event checks above still hold).
+            let compacted_since = rec.events.iter().any(|x| {
+                x.step > before.row.step
+                    && x.step < e.step
+                    && matches!(x.event, EngineEvent::CompactionCompleted(_))
+            });
             let (m0, m1) = (memory_of(before), memory_of(after));
-            if m0.trim().is_empty() {
+            if m0.trim().is_empty() || compacted_since {
                 continue;
             }
             carried += 1;
@@ -217,7 +226,8 @@ impl Grader for CheckpointReuseValid {
                     seen: Some("different memory".into()),
                     hashes: vec![checkpoint_id.clone()],
                     note: format!(
-                        "checkpoint {checkpoint_id} was reported reused at step {}, but the next                          request carries other memory",
+                        "checkpoint {checkpoint_id} was reported reused at step {}, but the next \
+                         request carries other memory",
                         e.step
                     ),
                     ..Default::default()

@@ -399,6 +399,17 @@ pub(super) fn collect(
                 if m.role == Role::User {
                     asked = sentence_list.iter().any(|s| is_question(s));
                 }
+                // What the agent's calls of this turn named (a path it read, a command).
+                let acted: Vec<&str> = if m.role == Role::User {
+                    messages[i + 1..]
+                        .iter()
+                        .take_while(|n| n.role != Role::User)
+                        .flat_map(|n| n.tool_calls.iter())
+                        .flat_map(|c| argument_strings(&c.arguments))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 if Some(i) == newest_user {
                     let mut parts = request_parts(&m.content);
                     if broken.first_part_only {
@@ -496,7 +507,11 @@ pub(super) fn collect(
                         items.push(Item::omission(turn, tag, seq, source));
                         continue;
                     }
-                    let (section, mut score) = user_rank(&s, listed);
+                    let (mut section, mut score) = user_rank(&s, listed);
+                    if pointer(&s, &acted) {
+                        section = Section::Other;
+                        score -= POINTER_PENALTY;
+                    }
                     let mut text = clip(&s, MAX_SENTENCE_CHARS);
                     if verification().is_match(&s) {
                         text = historical(&text);
@@ -555,4 +570,81 @@ const SHORT_MESSAGE_WORDS: usize = 80;
 /// Whether a user message is short (see [`SHORT_MESSAGE_WORDS`]).
 fn short_message(content: &str) -> bool {
     content.split_whitespace().count() <= SHORT_MESSAGE_WORDS
+}
+
+/// Rank a pointer gives up ([`pointer`]): below a remark that names something of its own.
+const POINTER_PENALTY: i64 = 20;
+
+/// Whether a user sentence only points the agent at something its calls of the same turn
+/// then took as a whole argument (`Make the change in src/a/b.rs.`, `Compare x.rs with
+/// y.rs.`, then `read_file(src/a/b.rs)`): every value it names is one of those arguments
+/// and it states no rule (a value inside a longer command is not: a label clips it). What it asked for is on the
+/// calls' lines and the files line; in a long session dozens of these would hold the room
+/// a fact needs.
+fn pointer(sentence: &str, acted: &[&str]) -> bool {
+    let tokens = super::text::specific_tokens(sentence);
+    !acted.is_empty()
+        && super::text::words(sentence) <= MAX_POINTER_WORDS
+        && !contrast().is_match(sentence)
+        && !tokens.is_empty()
+        && super::rules::rule_strength(sentence) == 0
+        && tokens.iter().all(|t| acted.iter().any(|a| a.trim() == *t))
+}
+
+/// Most words of a pointer: a longer sentence says more than where to look.
+const MAX_POINTER_WORDS: usize = 16;
+
+/// A contrast or exception (`not in …`, `instead of …`, `only …`, `except …`): a sentence
+/// that tells two named things apart is a constraint, however plainly worded.
+fn contrast() -> &'static regex::Regex {
+    static R: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        regex::Regex::new(r"(?i)\b(not|never|no|don't|doesn't|isn't|instead|rather|only|except|but|unless|avoid|without)\b|n't\b")
+            .expect("static regex")
+    })
+}
+
+/// Every string in a call's arguments (nested ones too).
+fn argument_strings(v: &serde_json::Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::String(s) => out.push(s.as_str()),
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(o) => stack.extend(o.values()),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pointer;
+
+    #[test]
+    fn a_request_that_only_names_what_the_agent_then_opened_is_a_pointer() {
+        let acted = ["src/cursor/snapshot_stream.rs", "src/a.rs"];
+        assert!(pointer(
+            "Make the change in src/cursor/snapshot_stream.rs.",
+            &acted
+        ));
+        assert!(pointer(
+            "Compare src/a.rs with src/cursor/snapshot_stream.rs.",
+            &acted
+        ));
+        // A value the calls did not take whole, a rule, a contrast: not a pointer.
+        assert!(!pointer("Set the pool to 37 in src/a.rs.", &acted));
+        assert!(!pointer("Never touch src/a.rs.", &acted));
+        assert!(!pointer(
+            "Fix it in src/a.rs, not in src/cursor/snapshot_stream.rs.",
+            &acted
+        ));
+        assert!(!pointer("Make the change in src/a.rs.", &[]));
+        assert!(!pointer(
+            "Run it.",
+            &["cargo test -p vault-sync --features bundled-off"]
+        ));
+    }
 }

@@ -294,6 +294,18 @@ pub(super) fn occurrence_key(s: &str) -> String {
         .into_owned()
 }
 
+/// The tokens of `s` that name a concrete value ([`specifics`]'s tokens), without their
+/// surrounding punctuation.
+pub(super) fn specific_tokens(s: &str) -> Vec<&str> {
+    s.split_whitespace()
+        .filter(|w| specific_token(w))
+        .map(|w| {
+            let t = w.trim_matches(|c: char| ",;:()[]{}<>\"'`!?".contains(c));
+            t.strip_suffix('.').unwrap_or(t)
+        })
+        .collect()
+}
+
 /// Whether one whitespace-separated token names a concrete value.
 fn specific_token(raw: &str) -> bool {
     let t = raw.trim_matches(|c: char| ",;:()[]{}<>\"'`!?".contains(c));

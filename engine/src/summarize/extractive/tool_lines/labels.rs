@@ -1,0 +1,118 @@
+//! Call labels: how a summary names the tool call a kept line came from
+//! (`read_file(src/config.py)`), short enough to cost little and still tell calls apart.
+
+use super::super::claims::claims;
+use super::super::text::{clip, one_line};
+
+/// Longest call label (`name(args)`), in characters.
+const MAX_LABEL_CHARS: usize = 72;
+
+/// A scalar argument value as short text.
+fn scalar(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(one_line(s)),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The label of a call: `name(value)` for one scalar argument, `name(k=v, …)` otherwise,
+/// clipped; parentheses inside are neutralised so the label parses back. An argument that
+/// carries a claim is left out.
+pub fn call_label(name: &str, arguments: &serde_json::Value) -> String {
+    label_within(name, arguments, LabelLimits::SHORT)
+}
+
+/// [`call_label`] with room for a whole command line: the label of the last command.
+pub fn call_label_long(name: &str, arguments: &serde_json::Value) -> String {
+    label_within(name, arguments, LabelLimits::LONG)
+}
+
+/// A label as written in an earlier checkpoint (`name(args)`), cut back to the short
+/// form: the long label of what was then the last command is no longer the last one's,
+/// and would otherwise be repeated, whole, in every later checkpoint.
+pub fn shortened_label(label: &str) -> String {
+    let Some((name, rest)) = label.split_once('(') else {
+        return label.to_string();
+    };
+    let args = rest.strip_suffix(')').unwrap_or(rest);
+    if args.chars().count() <= LabelLimits::SHORT.total {
+        return label.to_string();
+    }
+    format!("{name}({})", clip_argument(args, LabelLimits::SHORT.single))
+}
+
+/// Character bounds of a call label: one scalar argument, each of several, the whole.
+#[derive(Debug, Clone, Copy)]
+struct LabelLimits {
+    single: usize,
+    each: usize,
+    total: usize,
+}
+
+impl LabelLimits {
+    // Short: a label is repeated on every line of its result, and in a small summary a
+    // long one costs what a value would.
+    const SHORT: LabelLimits = LabelLimits {
+        single: 32,
+        each: 20,
+        total: MAX_LABEL_CHARS,
+    };
+    const LONG: LabelLimits = LabelLimits {
+        single: 240,
+        each: 120,
+        total: 320,
+    };
+}
+
+/// An argument clipped to `max` characters: a path keeps its end (the file name tells
+/// `envs/prod/main.tf` from `envs/dev/main.tf`), a command line both ends (the program, and
+/// the target it ends with: `cargo test …invoices_roundtrip`), anything else its beginning.
+fn clip_argument(v: &str, max: usize) -> String {
+    let n = v.chars().count();
+    if n <= max {
+        return v.to_string();
+    }
+    if v.contains('/') && !v.contains(char::is_whitespace) {
+        let tail: String = v.chars().skip(n - max).collect();
+        format!("…{tail}")
+    } else if v.contains(char::is_whitespace) && max >= 12 {
+        let head_chars = max * 2 / 5;
+        let head: String = v.chars().take(head_chars).collect();
+        let tail: String = v.chars().skip(n - (max - head_chars)).collect();
+        format!("{}…{}", head.trim_end(), tail.trim_start())
+    } else {
+        clip(v, max)
+    }
+}
+
+fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) -> String {
+    let pairs: Vec<(String, String)> = match arguments {
+        serde_json::Value::Object(o) => o
+            .iter()
+            .filter_map(|(k, v)| scalar(v).map(|s| (k.clone(), s)))
+            .collect(),
+        other => scalar(other)
+            .map(|s| vec![(String::new(), s)])
+            .unwrap_or_default(),
+    };
+    let args = match pairs.as_slice() {
+        [(_, v)] => clip_argument(v, limits.single),
+        many => many
+            .iter()
+            .take(3)
+            .map(|(k, v)| format!("{k}={}", clip_argument(v, limits.each)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let args = if claims().is_match(&args) {
+        "…".to_string()
+    } else {
+        args.replace('(', "[").replace(')', "]")
+    };
+    clip(
+        &format!("{}({args})", one_line(name).replace(['(', ')'], "")),
+        limits.total,
+    )
+}
