@@ -578,10 +578,10 @@ const POINTER_PENALTY: i64 = 20;
 /// Whether a user sentence only points the agent at something its calls of the same turn
 /// then took as a whole argument (`Make the change in src/a/b.rs.`, `Compare x.rs with
 /// y.rs.`, then `read_file(src/a/b.rs)`): every value it names is one of those arguments
-/// and it states no rule (a value inside a longer command is not: a label clips it). What it asked for is on the
-/// calls' lines and the files line; in a long session dozens of these would hold the room
-/// a fact needs.
-fn pointer(sentence: &str, acted: &[&str]) -> bool {
+/// and it states no rule (a value inside a longer command is not: a label clips it). What
+/// it asked for is on the calls' lines and the files line; in a long session dozens of
+/// these would hold the room a fact needs.
+pub(crate) fn pointer(sentence: &str, acted: &[&str]) -> bool {
     let tokens = super::text::specific_tokens(sentence);
     !acted.is_empty()
         && super::text::words(sentence) <= MAX_POINTER_WORDS
@@ -605,7 +605,7 @@ fn contrast() -> &'static regex::Regex {
 }
 
 /// Every string in a call's arguments (nested ones too).
-fn argument_strings(v: &serde_json::Value) -> Vec<&str> {
+pub(crate) fn argument_strings(v: &serde_json::Value) -> Vec<&str> {
     let mut out = Vec::new();
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {

@@ -60,6 +60,7 @@ use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
 
 pub(crate) use claims::claims;
+pub(crate) use collect::{argument_strings, pointer};
 pub(crate) use novelty::Vocabulary;
 pub(crate) use rules::is_clear_rule;
 pub(crate) use text::archive_refs as archive_ref_pattern;

@@ -32,6 +32,8 @@ const MIN_ROUTINE_LEAD: usize = 5;
 /// request that ends in a name ("… before we touch the UART code.") is one sentence, not a
 /// lead and a two-word fragment.
 const MIN_CUT_REST_WORDS: usize = 5;
+/// Fewest units sharing a template that make an answer of that template routine.
+const TEMPLATE_UNITS: usize = 3;
 /// Rank a routine sentence gives up.
 const ROUTINE_PENALTY: i64 = 25;
 /// Rank per rare word (at most [`MAX_RARE_CREDIT`] of them).
@@ -51,6 +53,22 @@ fn words(s: &str) -> impl Iterator<Item = String> + '_ {
 pub(crate) struct Vocabulary {
     units: usize,
     frequency: HashMap<String, usize>,
+    /// Units per template ([`template`]): how often one sentence is said of other names.
+    templates: HashMap<String, usize>,
+}
+
+/// A sentence's words without the values it names (`\`queue_retry\` has a handful of call
+/// sites` and `\`header_span\` has …` share one): the same remark made of other things.
+fn template(s: &str) -> String {
+    let plain: Vec<&str> = s
+        .split_whitespace()
+        .filter(|w| {
+            !super::text::specific_tokens(w)
+                .iter()
+                .any(|t| !t.is_empty())
+        })
+        .collect();
+    words(&plain.join(" ")).collect::<Vec<_>>().join(" ")
 }
 
 impl Vocabulary {
@@ -66,6 +84,7 @@ impl Vocabulary {
                     continue;
                 }
                 v.units += 1;
+                *v.templates.entry(template(&s)).or_insert(0) += 1;
                 let distinct: HashSet<String> = words(&s).collect();
                 for w in distinct {
                     *v.frequency.entry(w).or_insert(0) += 1;
@@ -144,6 +163,19 @@ impl Vocabulary {
             .collect()
     }
 
+    /// Whether an answer is a remark the agent made of several things in the same words
+    /// (`\`x\` has a handful of call sites; none of them …` for one function after
+    /// another): a routine report, whatever names it carries. Two near-identical answers
+    /// stay apart (the first and the second); a third makes it routine.
+    fn said_of_many(&self, it: &Item, text: &str) -> bool {
+        if it.tag != "answer" {
+            return false;
+        }
+        let t = template(text);
+        t.split(' ').count() >= MIN_ROUTINE_WORDS
+            && self.templates.get(&t).is_some_and(|&n| n >= TEMPLATE_UNITS)
+    }
+
     /// Re-rank `it` by its novelty. The task state (the newest request, the last command,
     /// the file in flight) and omission markers keep their rank: they are kept for what
     /// they are, not for what they say.
@@ -153,7 +185,7 @@ impl Vocabulary {
         }
         let text = unlabelled(&it.text);
         let (rare, n) = self.profile(text);
-        if rare == 0 && n >= MIN_ROUTINE_WORDS {
+        if rare == 0 && n >= MIN_ROUTINE_WORDS || self.said_of_many(it, text) {
             it.score -= ROUTINE_PENALTY;
             if matches!(it.section, Section::Statements | Section::Answers) {
                 it.section = Section::Other;
@@ -223,5 +255,42 @@ mod tests {
         let v = Vocabulary::of([text.as_str()]);
         assert_eq!(v.units, 1);
         assert!(v.profile("Please rerun the flaky suite for shard 3.").0 > 0);
+    }
+
+    fn answer(text: &str) -> Item {
+        Item {
+            section: Section::Answers,
+            turn: 9,
+            tag: "answer",
+            seq: 1,
+            text: text.into(),
+            score: 60,
+            source: 1,
+            label: None,
+            group: None,
+            whole: false,
+            routine: false,
+        }
+    }
+
+    #[test]
+    fn a_remark_made_of_three_things_in_the_same_words_is_routine() {
+        let said = |names: &[&str]| -> String {
+            names
+                .iter()
+                .map(|n| format!("`{n}` has a handful of call sites; none pass a buffer.\n"))
+                .collect()
+        };
+        let twice = said(&["queue_retry", "header_span"]);
+        let v = Vocabulary::of([twice.as_str()]);
+        let mut it = answer("`queue_retry` has a handful of call sites; none pass a buffer.");
+        v.rank(&mut it);
+        assert_eq!(it.section, Section::Answers, "two stay apart");
+        let thrice = said(&["queue_retry", "header_span", "tenant_worker"]);
+        let v = Vocabulary::of([thrice.as_str()]);
+        let mut it = answer("`queue_retry` has a handful of call sites; none pass a buffer.");
+        v.rank(&mut it);
+        assert_eq!(it.section, Section::Other, "{}", it.score);
+        assert!(it.score < 60);
     }
 }

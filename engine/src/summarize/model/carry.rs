@@ -10,7 +10,8 @@
 //! *clear* rule by the extractive summarizer's test: a rule word in passing (*only*,
 //! *should* in everyday prose) is not one, or chatter would take the room.
 //!
-//! Routine requests (sentences that differ only in their numbers) are left to the model:
+//! Routine requests (sentences that differ only in their numbers) and pointers (a request
+//! that only names what the turn's calls then opened) are left to the model:
 //! carrying their occurrences would fill the room with the routine. Questions, approval
 //! and authority claims are never carried; secrets are redacted first. A rolled-up
 //! checkpoint re-carries the previous checkpoint's carried lines the new summary lost.
@@ -31,7 +32,8 @@ use ctxbench_adapters::Role;
 
 use super::validation::normalize;
 use crate::summarize::extractive::{
-    claims, extract_missing, is_clear_rule, names_a_value, sentences, Vocabulary,
+    argument_strings, claims, extract_missing, is_clear_rule, names_a_value, pointer, sentences,
+    Vocabulary,
 };
 use crate::summarize::SummaryRequest;
 
@@ -124,9 +126,18 @@ pub fn carried_lines(
         }
         let turn = request.turn_numbers.get(i).copied().unwrap_or(0);
         let content = request.redactor.redact(&entry.message.content);
+        // What the turn's calls took as arguments: a sentence that only points at one of
+        // them is no statement to carry (the extractive lines name the call).
+        let acted: Vec<&str> = request.covered[i + 1..]
+            .iter()
+            .take_while(|e| e.message.role != Role::User)
+            .flat_map(|e| e.message.tool_calls.iter())
+            .flat_map(|c| argument_strings(&c.arguments))
+            .collect();
         for s in sentences(&content) {
             let s = s.trim().to_string();
             let keep = s.chars().count() <= MAX_CARRIED_CHARS
+                && !pointer(&s, &acted)
                 && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
                 && !claims().is_match(&s)
                 && !vocabulary.is_routine(&s)

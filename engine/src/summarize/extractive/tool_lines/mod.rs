@@ -110,6 +110,11 @@ const LOOKALIKE_PENALTY: i64 = 3;
 /// Fewest rows of one shape that make each of them a look-alike.
 const MIN_LOOKALIKES: usize = 3;
 
+/// What an ordinary row of a log gives up (a row that is no error, failure or outlier).
+const LOG_ROW_PENALTY: i64 = 3;
+/// Fewest timestamped rows that make a result a log.
+const MIN_LOG_ROWS: usize = 10;
+
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
 
@@ -192,6 +197,13 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             .get(shapes[position].as_str())
             .is_some_and(|&n| n >= MIN_LOOKALIKES)
     };
+    // A log: most rows open with a timestamp. Its ordinary rows are context; what it was
+    // read for is an error, a failure or a row that stands out.
+    let stamped = lines
+        .iter()
+        .filter(|l| !l.is_empty() && without_timestamp(l) != **l)
+        .count();
+    let log = stamped >= MIN_LOG_ROWS;
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -258,6 +270,8 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             (score - ZERO_PENALTY).max(1)
         } else if !verification && lookalike(position) {
             (score - LOOKALIKE_PENALTY).max(1)
+        } else if !verification && log && without_timestamp(line) != *line {
+            (score - LOG_ROW_PENALTY).max(1)
         } else {
             score
         };

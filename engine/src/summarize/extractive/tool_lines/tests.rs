@@ -457,3 +457,19 @@ fn a_test_count_is_no_setting() {
         Some(("maxmemory".into(), "2gb".into()))
     );
 }
+
+#[test]
+fn an_ordinary_row_of_a_log_ranks_below_the_same_row_read_alone() {
+    let row = |i: usize| {
+        format!("2024-05-14T10:{i:02}:31.994Z WARN api::cache: hit ratio=0.{i}7 window=60s")
+    };
+    let log: String = (10..22).map(|i| row(i) + "\n").collect();
+    let alone: String = (10..12).map(|i| row(i) + "\n").collect();
+    let in_log = key_lines(&log)[0].score;
+    let read_alone = key_lines(&alone)[0].score;
+    assert!(in_log < read_alone, "{in_log} vs {read_alone}");
+    // An error in a log is what it was read for: no penalty.
+    let with_error = format!("{log}2024-05-14T10:30:00.000Z ERROR api::db: pool exhausted\n");
+    let top = &key_lines(&with_error)[0];
+    assert!(top.text.contains("pool exhausted"), "{top:?}");
+}
