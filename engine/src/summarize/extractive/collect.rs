@@ -17,8 +17,8 @@ use super::text::{
     sentences, verification,
 };
 use super::tool_lines::{
-    call_label, call_label_long, edited_settings, key_lines, setting, top_lines, KeyLine,
-    MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
+    argument_strings, call_label, call_label_long, edited_settings, key_lines, setting, top_lines,
+    KeyLine, MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
 };
 use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
@@ -602,21 +602,6 @@ fn contrast() -> &'static regex::Regex {
         regex::Regex::new(r"(?i)\b(not|never|no|don't|doesn't|isn't|instead|rather|only|except|but|unless|avoid|without)\b|n't\b")
             .expect("static regex")
     })
-}
-
-/// Every string in a call's arguments (nested ones too).
-pub(crate) fn argument_strings(v: &serde_json::Value) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            serde_json::Value::String(s) => out.push(s.as_str()),
-            serde_json::Value::Array(a) => stack.extend(a),
-            serde_json::Value::Object(o) => stack.extend(o.values()),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -60,11 +60,12 @@ use crate::mutants::Mutation;
 use ctxbench_sut::SummaryStrategy;
 
 pub(crate) use claims::claims;
-pub(crate) use collect::{argument_strings, pointer};
+pub(crate) use collect::pointer;
 pub(crate) use novelty::Vocabulary;
 pub(crate) use rules::is_clear_rule;
 pub(crate) use text::archive_refs as archive_ref_pattern;
 pub use text::sentences;
+pub(crate) use tool_lines::argument_strings;
 
 /// Whether a sentence names a concrete value (a number, a path, an identifier, a quoted
 /// string): what the model strategy checks its summary kept (`model::carry`).

@@ -62,11 +62,7 @@ pub(crate) struct Vocabulary {
 fn template(s: &str) -> String {
     let plain: Vec<&str> = s
         .split_whitespace()
-        .filter(|w| {
-            !super::text::specific_tokens(w)
-                .iter()
-                .any(|t| !t.is_empty())
-        })
+        .filter(|w| !super::text::specific_token(w))
         .collect();
     words(&plain.join(" ")).collect::<Vec<_>>().join(" ")
 }

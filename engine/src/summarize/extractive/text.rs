@@ -307,7 +307,7 @@ pub(super) fn specific_tokens(s: &str) -> Vec<&str> {
 }
 
 /// Whether one whitespace-separated token names a concrete value.
-fn specific_token(raw: &str) -> bool {
+pub(super) fn specific_token(raw: &str) -> bool {
     let t = raw.trim_matches(|c: char| ",;:()[]{}<>\"'`!?".contains(c));
     let t = t.strip_suffix('.').unwrap_or(t);
     if t.is_empty() || t.chars().count() > 120 {

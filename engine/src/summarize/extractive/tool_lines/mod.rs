@@ -341,18 +341,26 @@ pub fn setting(line: &str) -> Option<(String, String)> {
 /// (`+RETRY_BACKOFF_MS = 1500`) in any string argument. A result read after the edit shows
 /// the new value, among the lines it did not change.
 pub fn edited_settings(arguments: &serde_json::Value) -> Vec<String> {
+    argument_strings(arguments)
+        .into_iter()
+        .flat_map(|s| {
+            s.lines()
+                .filter_map(|l| l.strip_prefix('+'))
+                .filter(|l| !l.starts_with("++"))
+                .filter_map(|l| setting(l).map(|(name, _)| name))
+        })
+        .collect()
+}
+
+/// Every string in a call's arguments (nested ones too).
+pub fn argument_strings(v: &serde_json::Value) -> Vec<&str> {
     let mut out = Vec::new();
-    let mut strings = vec![arguments];
-    while let Some(v) = strings.pop() {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
         match v {
-            serde_json::Value::String(s) => out.extend(
-                s.lines()
-                    .filter_map(|l| l.strip_prefix('+'))
-                    .filter(|l| !l.starts_with("++"))
-                    .filter_map(|l| setting(l).map(|(name, _)| name)),
-            ),
-            serde_json::Value::Array(a) => strings.extend(a),
-            serde_json::Value::Object(o) => strings.extend(o.values()),
+            serde_json::Value::String(s) => out.push(s.as_str()),
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(o) => stack.extend(o.values()),
             _ => {}
         }
     }
