@@ -78,8 +78,9 @@ fn counters(text: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Whether occurrences (their texts, in order) count: one number changes,
-/// never decreases, and steps by exactly one at least twice.
+/// Whether occurrences (their texts, in order) count: every number that changes never
+/// decreases and steps by exactly one at least twice (one counter, or several that move
+/// together: `ticket 5` of `part_5.go`).
 fn is_count(texts: &[&str]) -> bool {
     if texts.len() < COUNT_OCCURRENCES {
         return false;
@@ -92,11 +93,13 @@ fn is_count(texts: &[&str]) -> bool {
     let changing: Vec<usize> = (0..len)
         .filter(|&i| numbers.iter().any(|n| n[i] != numbers[0][i]))
         .collect();
-    let [i] = changing[..] else {
-        return false;
-    };
-    let steps: Vec<(u64, u64)> = numbers.windows(2).map(|w| (w[0][i], w[1][i])).collect();
-    steps.iter().all(|(a, b)| b > a) && steps.iter().filter(|(a, b)| *b == a + 1).count() >= 2
+    // Several numbers may step together (`ticket 5: … part_5.go`): each of them counts.
+    !changing.is_empty()
+        && changing.iter().all(|&i| {
+            let steps: Vec<(u64, u64)> = numbers.windows(2).map(|w| (w[0][i], w[1][i])).collect();
+            steps.iter().all(|(a, b)| b > a)
+                && steps.iter().filter(|(a, b)| *b == a + 1).count() >= 2
+        })
 }
 
 /// Whether an item is something the user said.
@@ -237,8 +240,14 @@ mod tests {
         ]));
         // Seeds, ports and versions are values, not a count.
         assert!(!is_count(&["Seed 41.", "Seed 52.", "Seed 97."]));
-        // Two changing numbers are not a count either.
+        // Two changing numbers, one of them a value, are not a count either.
         assert!(!is_count(&["Run 1 on 10.", "Run 2 on 20.", "Run 3 on 30."]));
+        // Two that step together are one counter written twice.
+        assert!(is_count(&[
+            "Ticket 5: tidy part_5.go.",
+            "Ticket 6: tidy part_6.go.",
+            "Ticket 7: tidy part_7.go.",
+        ]));
         // A counter inside a name is.
         assert!(is_count(&[
             "Read src/consumer/handler_7.kt.",

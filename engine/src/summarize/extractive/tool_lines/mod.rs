@@ -114,6 +114,9 @@ const MIN_LOOKALIKES: usize = 3;
 const LOG_ROW_PENALTY: i64 = 3;
 /// Fewest timestamped rows that make a result a log.
 const MIN_LOG_ROWS: usize = 10;
+/// Rank of a verdict word alone (`FAIL`) in a result that says more: above nothing but a
+/// bare path.
+const BARE_VERDICT_RANK: i64 = 2;
 
 /// Rank of a line listed under a failure heading: a failure, like a `FAIL` line.
 const FAILED_ITEM: i64 = 10;
@@ -204,6 +207,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         .filter(|l| !l.is_empty() && without_timestamp(l) != **l)
         .count();
     let log = stamped >= MIN_LOG_ROWS;
+    let filled = lines.iter().filter(|l| !l.is_empty()).count();
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -264,7 +268,11 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         }) else {
             continue;
         };
-        let score = if let Some(&columns) = outliers.get(&position) {
+        let score = if filled > 1 && bare_verdict(line) {
+            // A verdict word alone repeats what the lines naming the test or the count
+            // say; it is the result only when it is all the result says.
+            BARE_VERDICT_RANK
+        } else if let Some(&columns) = outliers.get(&position) {
             score + OUTLIER_BONUS + (columns as i64 - 1).min(MAX_MORE_COLUMNS)
         } else if !verification && zero_valued(line) {
             (score - ZERO_PENALTY).max(1)

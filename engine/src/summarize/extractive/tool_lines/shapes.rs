@@ -462,6 +462,15 @@ pub(super) fn value_line(line: &str, n: usize) -> bool {
         && !t.contains('|')
 }
 
+/// Whether `line` is a verdict word and nothing else (`FAIL`, `ok`, `PASSED`).
+pub(super) fn bare_verdict(line: &str) -> bool {
+    let word = line.trim().trim_matches(|c: char| !c.is_alphanumeric());
+    matches!(
+        word.to_ascii_lowercase().as_str(),
+        "fail" | "failed" | "failure" | "pass" | "passed" | "ok" | "success" | "error"
+    ) && !line.trim().is_empty()
+}
+
 /// Score one line of tool output; `None` when it is not a key line.
 pub(super) fn score_line(line: &str) -> Option<(i64, bool)> {
     // An exception's dotted class (`django.db.exceptions.X: …`) reads like a location.

@@ -64,6 +64,11 @@ fn a_failing_test_outranks_the_passing_ones_around_it() {
     let k = top_lines(log, 1);
     assert_eq!(k.len(), 1);
     assert!(k[0].text.contains("FAIL src/refund.spec.ts"), "{k:?}");
+    // A verdict word alone says less than the line that names the failing test.
+    let go = "--- FAIL: TestRetryBackoff (0.31s)\nFAIL\nexit status 1\n";
+    let k = top_lines(go, 2);
+    assert!(k.iter().all(|l| l.text != "FAIL"), "{k:?}");
+    assert!(k[0].text.contains("TestRetryBackoff"), "{k:?}");
     assert!(k[0].verification);
     // After its timestamp, a line still opens with its marker.
     assert_eq!(without_timestamp("[12:00:01] error: x"), "error: x");
