@@ -14,7 +14,10 @@
 //! that only names what the turn's calls then opened) are left to the model:
 //! carrying their occurrences would fill the room with the routine. Questions, approval
 //! and authority claims are never carried; secrets are redacted first. A rolled-up
-//! checkpoint re-carries the previous checkpoint's carried lines the new summary lost.
+//! checkpoint re-carries the previous checkpoint's carried lines the new summary lost, and
+//! the statements of the previous model text itself (the user's, or naming no speaker:
+//! `[earlier checkpoint]`) that the rewrite dropped: their turns are gone, so a rewrite
+//! that drops one would lose it for good.
 //!
 //! What room is left after that — at least [`EXTRACTIVE_RESERVE`] of the target, which the
 //! carried statements may not take — goes to what the extractive summarizer would have kept
@@ -66,16 +69,22 @@ pub const MIN_MODEL_TOKENS: u64 = 150;
 /// Longest carried sentence, in characters (longer ones are left to the model).
 const MAX_CARRIED_CHARS: usize = 320;
 
+/// Line head of a statement carried from a previous checkpoint's own text, where no turn
+/// is named: what the model wrote then, lost by the model's rewrite now.
+const EARLIER_HEAD: &str = "earlier checkpoint";
+
 /// One candidate statement.
 struct Candidate {
-    turn: usize,
+    /// `turn N · user`, or [`EARLIER_HEAD`].
+    head: String,
     text: String,
     rule: bool,
     order: usize,
 }
 
-/// The `- [turn N · user] …` lines of `previous`'s carried section, as (turn, sentence).
-fn previously_carried(previous: &str) -> Vec<(usize, String)> {
+/// The `- [turn N · user] …` and `- [earlier checkpoint] …` lines of `previous`'s carried
+/// section, as (head, sentence).
+fn previously_carried(previous: &str) -> Vec<(String, String)> {
     let Some(start) = previous.find(CARRIED_HEADING) else {
         return Vec::new();
     };
@@ -84,11 +93,43 @@ fn previously_carried(previous: &str) -> Vec<(usize, String)> {
         .map(str::trim)
         .take_while(|l| !l.starts_with("## "))
         .filter_map(|l| {
-            let rest = l.strip_prefix("- [turn ")?;
-            let (turn, text) = rest.split_once(" · user] ")?;
-            Some((turn.parse().ok()?, text.to_string()))
+            let (head, text) = l.strip_prefix("- [")?.split_once("] ")?;
+            let user = head
+                .strip_prefix("turn ")
+                .and_then(|h| h.split_once(" · user"))
+                .is_some_and(|(n, rest)| rest.is_empty() && n.parse::<usize>().is_ok());
+            (user || head == EARLIER_HEAD).then(|| (head.to_string(), text.to_string()))
         })
         .collect()
+}
+
+/// The statements of `previous`'s own text (what the model wrote, before the carried and
+/// extractive sections) that were the user's or name no speaker, as (head, sentence): a
+/// rewrite that drops one of them loses it for good — the turns it came from are gone.
+fn previous_narrative(previous: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in previous.lines().map(str::trim) {
+        if line == CARRIED_HEADING || line == EXTRACTIVE_HEADING {
+            break;
+        }
+        let Some(body) = line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) else {
+            continue;
+        };
+        let (head, body) = match body.strip_prefix("[turn ").and_then(|r| r.split_once("] ")) {
+            Some((tag, rest)) => match tag.split_once(" · ") {
+                Some((n, "user")) if n.parse::<usize>().is_ok() => {
+                    (format!("turn {n} · user"), rest)
+                }
+                _ => continue,
+            },
+            None if body.starts_with('[') => continue,
+            None => (EARLIER_HEAD.to_string(), body),
+        };
+        for s in sentences(body) {
+            out.push((head.clone(), s.trim().to_string()));
+        }
+    }
+    out
 }
 
 /// The user statements `summary` leaves out, as rendered lines within `budget_tokens`
@@ -99,20 +140,15 @@ pub fn carried_lines(
     budget_tokens: u64,
 ) -> Vec<String> {
     let mut candidates: Vec<Candidate> = Vec::new();
-    let push = |turn: usize, text: String, candidates: &mut Vec<Candidate>| {
+    let push = |head: String, text: String, candidates: &mut Vec<Candidate>| {
         let order = candidates.len();
         candidates.push(Candidate {
             rule: is_clear_rule(&text),
-            turn,
+            head,
             text,
             order,
         });
     };
-    if let Some(prev) = request.previous.and_then(|p| p.summary.as_deref()) {
-        for (turn, text) in previously_carried(&request.redactor.redact(prev)) {
-            push(turn, text, &mut candidates);
-        }
-    }
     let vocabulary = Vocabulary::of(
         request
             .previous
@@ -120,6 +156,26 @@ pub fn carried_lines(
             .into_iter()
             .chain(request.covered.iter().map(|e| e.message.content.as_str())),
     );
+    // Whether a sentence is a statement worth carrying (a clear rule or a value), apart
+    // from pointing at a call.
+    let statement = |s: &str| {
+        s.chars().count() <= MAX_CARRIED_CHARS
+            && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
+            && !claims().is_match(s)
+            && !vocabulary.is_routine(s)
+            && (is_clear_rule(s) || names_a_value(s))
+    };
+    if let Some(prev) = request.previous.and_then(|p| p.summary.as_deref()) {
+        let prev = request.redactor.redact(prev);
+        for (head, text) in previously_carried(&prev) {
+            push(head, text, &mut candidates);
+        }
+        for (head, text) in previous_narrative(&prev) {
+            if statement(&text) {
+                push(head, text, &mut candidates);
+            }
+        }
+    }
     for (i, entry) in request.covered.iter().enumerate() {
         if entry.message.role != Role::User {
             continue;
@@ -136,14 +192,8 @@ pub fn carried_lines(
             .collect();
         for s in sentences(&content) {
             let s = s.trim().to_string();
-            let keep = s.chars().count() <= MAX_CARRIED_CHARS
-                && !pointer(&s, &acted)
-                && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
-                && !claims().is_match(&s)
-                && !vocabulary.is_routine(&s)
-                && (is_clear_rule(&s) || names_a_value(&s));
-            if keep {
-                push(turn, s, &mut candidates);
+            if !pointer(&s, &acted) && statement(&s) {
+                push(format!("turn {turn} · user"), s, &mut candidates);
             }
         }
     }
@@ -192,7 +242,7 @@ pub fn carried_lines(
 }
 
 fn render(c: &Candidate) -> String {
-    format!("- [turn {} · user] {}", c.turn, c.text)
+    format!("- [{}] {}", c.head, c.text)
 }
 
 /// Lowercase, numbers masked: sentences that differ only in their numbers share it.

@@ -607,3 +607,61 @@ fn a_rule_word_in_passing_prose_is_not_carried() {
     assert!(carried.contains("never on Fridays"), "{carried}");
     assert!(!carried.contains("Review keeps"), "{carried}");
 }
+
+#[test]
+fn what_the_previous_summary_held_and_the_rewrite_lost_is_carried_forward() {
+    let prev = checkpoint(
+        Some(
+            "Summary of the earlier conversation:\n\
+             - The remote state lives in the bucket tf-state-prod-euw3.\n\
+             - [turn 2 · user] Never run apply from a laptop.\n\
+             - [turn 3 · assistant] The plan adds 4 resources.\n\
+             - [7 files] stacks/network/group_6.tf"
+                .into(),
+        ),
+        None,
+    );
+    let message = Message::user("Continue with the next group.");
+    let f = Fixture::of(message);
+    let req = SummaryRequest {
+        turn_numbers: &[9],
+        ..f.request(Some(&prev))
+    };
+    let carried = super::carry::carried_lines(&req, &valid_text(), 400).join("\n");
+    assert!(
+        carried.contains(
+            "- [earlier checkpoint] The remote state lives in the bucket tf-state-prod-euw3."
+        ),
+        "{carried}"
+    );
+    assert!(
+        carried.contains("- [turn 2 · user] Never run apply from a laptop."),
+        "{carried}"
+    );
+    // The agent's words and the files line are not the user's statements.
+    assert!(!carried.contains("plan adds"), "{carried}");
+    assert!(!carried.contains("group_6"), "{carried}");
+    // A rewrite that kept it carries nothing again; a carried line rolls on as carried.
+    let kept = format!(
+        "{}\n- The remote state lives in the bucket tf-state-prod-euw3.",
+        valid_text()
+    );
+    let again = super::carry::carried_lines(&req, &kept, 400).join("\n");
+    assert!(!again.contains("tf-state-prod-euw3"), "{again}");
+    let rolled = checkpoint(
+        Some(format!(
+            "Summary.\n{}\n{carried}",
+            super::carry::CARRIED_HEADING
+        )),
+        None,
+    );
+    let req = SummaryRequest {
+        turn_numbers: &[9],
+        ..f.request(Some(&rolled))
+    };
+    let next = super::carry::carried_lines(&req, &valid_text(), 400).join("\n");
+    assert!(
+        next.contains("[earlier checkpoint] The remote state"),
+        "{next}"
+    );
+}
