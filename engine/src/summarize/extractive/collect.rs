@@ -20,7 +20,7 @@ use super::tool_lines::{
     argument_strings, call_label, call_label_long, edited_settings, key_lines, setting, top_lines,
     KeyLine, MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
 };
-use super::{user_rank, Breakage, Item, Section, MAX_SENTENCE_CHARS};
+use super::{user_rank, Breakage, Item, Section, LINE_JOINER, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
 /// Summary size from which the newest call of every tool keeps its whole invocation.
@@ -281,10 +281,11 @@ pub(super) fn collect(
                 ranked.sort_by_key(|(_, l)| l.position);
                 for (rank, line) in ranked {
                     seq += 1;
-                    // A row's own ` | ` (psql, a log's fields) is written `|`: the lines of
-                    // one result are joined with ` | `, and a rolled checkpoint splits them
-                    // there — a row must come back whole.
-                    let line_text = clip(&line.text.replace(" | ", "|"), MAX_LINE_CHARS);
+                    // A row keeps its own ` | ` (psql, a log's fields): the lines of one
+                    // result are joined with [`LINE_JOINER`], which a row does not contain,
+                    // so the row is written as it was read and rolls back whole.
+                    let line_text =
+                        clip(&line.text.replace(LINE_JOINER.trim(), "|"), MAX_LINE_CHARS);
                     let text = if line.verification {
                         historical(&line_text)
                     } else {

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{Item, Section};
+use super::{Item, Section, LINE_JOINER};
 use crate::summarize::SummaryRequest;
 
 /// Guaranteed shares (percent of what the fixed lines leave), in allocation order.
@@ -251,7 +251,7 @@ fn render(header: &str, items: &[Item], chosen: &[bool], fixed: &[String]) -> St
     for i in order {
         let it = &items[i];
         let first = *first_seq.entry(line_key(it)).or_insert(it.seq);
-        let joiner = if it.label.is_some() { " | " } else { " " };
+        let joiner = if it.label.is_some() { LINE_JOINER } else { " " };
         let line = lines
             .entry((it.turn, first))
             .or_insert_with(|| (line_prefix(it), joiner, Vec::new()));

@@ -91,6 +91,11 @@ fn is_data(content: &str, key_lines: usize) -> bool {
 /// much as a rule's cue word gives.
 const REVISION_BONUS: i64 = 25;
 
+/// Joins the key lines of one tool result on its summary line. Not ` | `: a table row or a
+/// log's fields hold that, and a row must be written as it was read (a later question
+/// quotes it) and come back whole when a rolled checkpoint splits the line.
+const LINE_JOINER: &str = " ‖ ";
+
 /// Replaces an authority claim in memory.
 pub const OMISSION_MARKER: &str = "[omitted: historical approval/authority claim]";
 

@@ -10,7 +10,7 @@ use super::answers::{answer_score, INFORMATIVE_ANSWER};
 use super::rules::listed_with_rules;
 use super::text::{occurrence_key, sentences, unlabelled};
 use super::tool_lines::{key_lines, shortened_label};
-use super::{user_rank, Item, Section, OMISSION_MARKER};
+use super::{user_rank, Item, Section, LINE_JOINER, OMISSION_MARKER};
 
 /// What a previous checkpoint survived with earns in the next one.
 const SURVIVED_BONUS: i64 = 10;
@@ -24,23 +24,30 @@ pub(super) struct Previous {
     pub first_turn: Option<usize>,
 }
 
-/// A summary line's turn, tag and body: `- [N tag] body`, or `- [turn N · tag] body` as
-/// checkpoints were written before the shorter form.
-fn line_head(line: &str) -> Option<(&str, &str, &str)> {
+/// A summary line's turn, tag, body and the joiner of its tool lines: `- [N tag] body`
+/// (joined by [`LINE_JOINER`]), or `- [turn N · tag] body` as checkpoints were written
+/// before the shorter form (joined by ` | `, rows' own pipes written `|`).
+fn line_head(line: &str) -> Option<(&str, &str, &str, &'static str)> {
     let rest = line.strip_prefix("- [")?;
     let (head, body) = rest.split_once("] ")?;
-    let (turn, tag) = match head.strip_prefix("turn ") {
-        Some(old) => old.split_once(" · ")?,
-        None => head.split_once(' ')?,
+    let (turn, tag, joiner) = match head.strip_prefix("turn ") {
+        Some(old) => {
+            let (turn, tag) = old.split_once(" · ")?;
+            (turn, tag, " | ")
+        }
+        None => {
+            let (turn, tag) = head.split_once(' ')?;
+            (turn, tag, LINE_JOINER)
+        }
     };
-    Some((turn, tag, body))
+    Some((turn, tag, body, joiner))
 }
 
 /// Parse `summary` (written by this summarizer) into items; `seq` numbers them.
 pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
     let mut out = Previous::default();
     for line in summary.lines() {
-        let Some((turn, tag, body)) = line_head(line) else {
+        let Some((turn, tag, body, joiner)) = line_head(line) else {
             continue;
         };
         let Ok(turn) = turn.trim().parse::<usize>() else {
@@ -61,7 +68,7 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                 let Some((label, lines)) = body.split_once("): ") else {
                     continue;
                 };
-                for text in lines.split(" | ").filter(|t| !t.trim().is_empty()) {
+                for text in lines.split(joiner).filter(|t| !t.trim().is_empty()) {
                     *seq += 1;
                     let rank = key_lines(unlabelled(text)).first().map_or(5, |k| k.score);
                     out.items.push(Item {

@@ -563,7 +563,7 @@ fn a_row_with_its_own_pipes_comes_back_whole_from_a_rolled_checkpoint() {
         300,
         &[],
     );
-    let row = "step 14600|loss 7.942|grad_norm 48.70";
+    let row = "step 14600 | loss 7.942 | grad_norm 48.70";
     assert!(first.contains(row), "{first}");
     let covered = vec![
         entry(Message::user("Next task: look at the scheduler.")),
