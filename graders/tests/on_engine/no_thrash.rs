@@ -7,8 +7,9 @@ use ctxbench_harness::Mode;
 
 /// A large fixed instruction block and small turns: once the history is compacted, each
 /// further compaction can only reclaim a few turns' worth of tokens. (Each turn renames its
-/// own pair of variables: with one counter, "variable v7", the turns are a loop the
-/// summarizer folds into its newest turn, and the summary would stop growing. The
+/// own variable and a new name in other words: with only counters, "v7 to w6", the turns
+/// are a loop the summarizer folds into its newest turn, and the summary would stop
+/// growing. The
 /// instruction block is sized so that one compaction no longer makes the request fit: the
 /// loop mutant then compacts again and again.)
 const THRASH: &str = r#"
@@ -20,8 +21,8 @@ instructions: "You are a coding agent. {filler:3200}"
 script:
   - repeat: 40
     steps:
-      - user: "Rename variable v{i} to w{i0} in the parser."
-      - assistant: "Renamed v{i} to w{i0}."
+      - user: "Rename variable v{i} in the parser to {filler:4:prose}"
+      - assistant: "Renamed v{i}."
 expect:
   outcome: any
 "#;

@@ -5,9 +5,11 @@
 //! `kubectl get pods`, `ps`, `size`, `df` and Markdown tables print their values in rows
 //! under one header line. A row kept on its own (`api-7d9f 1/1 Running 3 2d`) no longer
 //! says which number is the restart count; kept with its headers
-//! (`NAME=api-7d9f READY=1/1 STATUS=Running RESTARTS=3 AGE=2d`) it does, for any reader.
-//! The row's values are unchanged; only names are added, and only where the header and the
-//! row have exactly the same number of columns (a mismatch means the guess is unsafe).
+//! (`api-7d9f 1/1 Running 3 2d (columns: NAME READY STATUS RESTARTS AGE)`) it does, for
+//! any reader. The row itself is written as it was read (a later question may quote it
+//! whole); the names follow it, and only where the header and the row have exactly the
+//! same number of columns (a mismatch means the guess is unsafe). A parenthesised remark
+//! belongs to the cell before it (`3 (2d ago)`: kubectl's restart count).
 
 use std::sync::OnceLock;
 
@@ -201,23 +203,37 @@ impl Columns {
             if !has_value(&tokens) {
                 return line.to_string();
             }
-            (tokens.iter().map(|t| t.to_string()).collect(), " ")
+            (whitespace_cells(&tokens), " ")
         };
         if cells.len() != h.names.len() {
             return line.to_string();
         }
-        let named = h
-            .names
-            .iter()
-            .zip(&cells)
-            .map(|(n, c)| format!("{n}={c}"))
-            .collect::<Vec<_>>()
-            .join(joiner);
+        let named = format!("{line} (columns: {})", h.names.join(joiner));
         if named.chars().count() > MAX_LINE_CHARS {
             return line.to_string();
         }
         named
     }
+}
+
+/// The cells of a whitespace-separated row: its tokens, a parenthesised remark joined to
+/// the cell before it (`1 (2d ago)`).
+pub(super) fn whitespace_cells(tokens: &[&str]) -> Vec<String> {
+    let mut cells: Vec<String> = Vec::new();
+    let mut open = false;
+    for t in tokens {
+        match cells.last_mut() {
+            Some(last) if open || t.starts_with('(') => {
+                last.push(' ');
+                last.push_str(t);
+            }
+            _ => cells.push(t.to_string()),
+        }
+        if t.starts_with('(') || open {
+            open = !t.ends_with(')');
+        }
+    }
+    cells
 }
 
 /// A Markdown header cell: words that read as a name (`region`, `p99 latency`), no value.
@@ -241,16 +257,28 @@ mod tests {
                     worker-5c 0/1 CrashLoopBackOff 41 2d\n";
         assert_eq!(
             named(pods, 2),
-            "NAME=worker-5c READY=0/1 STATUS=CrashLoopBackOff RESTARTS=41 AGE=2d"
+            "worker-5c 0/1 CrashLoopBackOff 41 2d (columns: NAME READY STATUS RESTARTS AGE)"
+        );
+        // A remark in parentheses is part of its cell.
+        let restarted = "NAME READY STATUS RESTARTS AGE
+                         worker-5c   0/1   CrashLoopBackOff   17 (3m ago)   2d4h
+";
+        assert_eq!(
+            named(restarted, 1),
+            "worker-5c   0/1   CrashLoopBackOff   17 (3m ago)   2d4h (columns: NAME READY STATUS RESTARTS AGE)"
         );
         let size = "   text\t   data\t    bss\t    dec\t    hex\tfilename\n \
                     181244\t   2312\t  41872\t 225428\t  37094\tbuild/fw.elf\n";
         assert_eq!(
             named(size, 1),
-            "text=181244 data=2312 bss=41872 dec=225428 hex=37094 filename=build/fw.elf"
+            "181244\t   2312\t  41872\t 225428\t  37094\tbuild/fw.elf \
+             (columns: text data bss dec hex filename)"
         );
         let md = "| region | replicas |\n|---|---|\n| eu-west-3 | 12 |\n";
-        assert_eq!(named(md, 2), "region=eu-west-3 | replicas=12");
+        assert_eq!(
+            named(md, 2),
+            "| eu-west-3 | 12 | (columns: region | replicas)"
+        );
     }
 
     #[test]
@@ -281,7 +309,7 @@ mod tests {
         );
         assert_eq!(
             named("name  zone  port\nbilling  eu-1  8443\n", 1),
-            "name=billing zone=eu-1 port=8443"
+            "billing  eu-1  8443 (columns: name zone port)"
         );
     }
 }

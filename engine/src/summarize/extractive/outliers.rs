@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use super::headings::pipe_cells;
+use super::headings::{pipe_cells, whitespace_cells};
 
 /// Fewest rows of one shape that make a table.
 const MIN_ROWS: usize = 4;
@@ -66,12 +66,13 @@ pub(super) fn outlier_rows(lines: &[&str]) -> HashMap<usize, usize> {
 }
 
 /// A row's cells: between `|` (a Markdown row, or `psql`'s `a | b | c` without the outer
-/// bars), else between runs of whitespace.
+/// bars), else between runs of whitespace (a parenthesised remark, `3 (2d ago)`, joined to
+/// its cell).
 fn cells(line: &str) -> Vec<String> {
     match pipe_cells(line) {
         Some(c) => c,
         None if line.contains(" | ") => line.split('|').map(|c| c.trim().to_string()).collect(),
-        None => line.split_whitespace().map(str::to_string).collect(),
+        None => whitespace_cells(&line.split_whitespace().collect::<Vec<_>>()),
     }
 }
 
@@ -349,6 +350,12 @@ mod tests {
         let pods = "NAME READY STATUS RESTARTS AGE\n\
                     api-1 1/1 Running 0 2d\napi-2 1/1 Running 0 2d\nworker-5c 0/1 CrashLoopBackOff 41 2d\napi-3 1/1 Running 0 2d\napi-4 1/1 Running 0 2d";
         assert_eq!(rows(pods), vec![3]);
+        // kubectl's `3 (2d ago)` is one cell: the rows that restarted keep the table's shape.
+        let restarted = "NAME READY STATUS RESTARTS AGE\n\
+                         api-1 1/1 Running 0 2d\napi-2 1/1 Running 1 (30h ago) 2d\n\
+                         worker-5c 0/1 CrashLoopBackOff 17 (3m ago) 2d\napi-3 1/1 Running 0 2d\n\
+                         api-4 1/1 Running 2 (1d ago) 2d";
+        assert_eq!(rows(restarted), vec![3]);
         let df = "/dev/a 100G 40G 60G 40% /\n/dev/b 100G 45G 55G 45% /srv\n/dev/c 100G 98G 2G 98% /var/lib/docker\n/dev/d 100G 33G 67G 33% /home\n/dev/e 100G 38G 62G 38% /opt";
         assert_eq!(rows(df), vec![2]);
         // Sizes and durations compare across prefixes: 1843 MB is the one behind, not

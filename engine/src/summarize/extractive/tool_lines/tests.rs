@@ -197,7 +197,7 @@ fn inventory_statements_are_key_lines() {
     );
     assert_eq!(
         texts("| region | size |\n|---|---|\n| eu-west-3 | 12 replicas |\n"),
-        vec!["region=eu-west-3 | size=12 replicas"]
+        vec!["| eu-west-3 | 12 replicas | (columns: region | size)"]
     );
     assert!(key_lines(
         "The build took a while because of the cache.\nNothing else changed since the last run.\n"
@@ -252,7 +252,8 @@ fn table_rows_keep_their_column_names() {
     let t = texts(pods);
     assert!(
         t.contains(
-            &"NAME=worker-5c READY=0/1 STATUS=CrashLoopBackOff RESTARTS=41 AGE=2d".to_string()
+            &"worker-5c 0/1 CrashLoopBackOff 41 2d (columns: NAME READY STATUS RESTARTS AGE)"
+                .to_string()
         ),
         "{t:?}"
     );
