@@ -94,13 +94,16 @@ fn previously_carried(previous: &str) -> Vec<(String, String)> {
         .take_while(|l| !l.starts_with("## "))
         .filter_map(|l| {
             let (head, text) = l.strip_prefix("- [")?.split_once("] ")?;
-            let user = head
-                .strip_prefix("turn ")
-                .and_then(|h| h.split_once(" · user"))
-                .is_some_and(|(n, rest)| rest.is_empty() && n.parse::<usize>().is_ok());
-            (user || head == EARLIER_HEAD).then(|| (head.to_string(), text.to_string()))
+            (user_head(head) || head == EARLIER_HEAD).then(|| (head.to_string(), text.to_string()))
         })
         .collect()
+}
+
+/// Whether a line head is `turn N · user`: a statement of the user's.
+fn user_head(head: &str) -> bool {
+    head.strip_prefix("turn ")
+        .and_then(|h| h.strip_suffix(" · user"))
+        .is_some_and(|n| n.parse::<usize>().is_ok())
 }
 
 /// The statements of `previous`'s own text (what the model wrote, before the carried and
@@ -115,13 +118,9 @@ fn previous_narrative(previous: &str) -> Vec<(String, String)> {
         let Some(body) = line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) else {
             continue;
         };
-        let (head, body) = match body.strip_prefix("[turn ").and_then(|r| r.split_once("] ")) {
-            Some((tag, rest)) => match tag.split_once(" · ") {
-                Some((n, "user")) if n.parse::<usize>().is_ok() => {
-                    (format!("turn {n} · user"), rest)
-                }
-                _ => continue,
-            },
+        let (head, body) = match body.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+            Some((head, rest)) if user_head(head) => (head.to_string(), rest),
+            Some(_) => continue,
             None if body.starts_with('[') => continue,
             None => (EARLIER_HEAD.to_string(), body),
         };

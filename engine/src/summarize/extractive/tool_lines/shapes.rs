@@ -468,7 +468,7 @@ pub(super) fn bare_verdict(line: &str) -> bool {
     matches!(
         word.to_ascii_lowercase().as_str(),
         "fail" | "failed" | "failure" | "pass" | "passed" | "ok" | "success" | "error"
-    ) && !line.trim().is_empty()
+    )
 }
 
 /// Score one line of tool output; `None` when it is not a key line.
