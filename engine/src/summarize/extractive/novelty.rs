@@ -48,6 +48,28 @@ fn words(s: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// The counter form of a word that mixes letters and digits (`file_8` → `file_#`): a
+/// loop's `file_7`, `file_8`, `file_9` are each said once, yet together they are what
+/// every iteration says, and a sentence naming only one of them is as routine as the loop.
+/// Three units sharing the form make it common (as three remarks of one template are
+/// routine): the end of a loop seen in one compaction may be only a few iterations long.
+/// Words without letters (`37`, `2024`) are values, never counters; a hash (`4f1c9e2b7d`)
+/// has a form of its own that nothing else shares.
+fn counter(word: &str) -> Option<String> {
+    if !(word.chars().any(|c| c.is_ascii_digit()) && word.chars().any(char::is_alphabetic)) {
+        return None;
+    }
+    let mut form = String::from("#counter:");
+    for c in word.chars() {
+        if !c.is_ascii_digit() {
+            form.push(c);
+        } else if !form.ends_with('#') {
+            form.push('#');
+        }
+    }
+    Some(form)
+}
+
 /// How many units of the covered material contain each word.
 #[derive(Debug, Default)]
 pub(crate) struct Vocabulary {
@@ -82,7 +104,9 @@ impl Vocabulary {
                 v.units += 1;
                 *v.templates.entry(template(&s)).or_insert(0) += 1;
                 let distinct: HashSet<String> = words(&s).collect();
-                for w in distinct {
+                let counters: HashSet<String> =
+                    distinct.iter().filter_map(|w| counter(w)).collect();
+                for w in distinct.into_iter().chain(counters) {
                     *v.frequency.entry(w).or_insert(0) += 1;
                 }
             }
@@ -92,7 +116,22 @@ impl Vocabulary {
 
     fn common(&self, word: &str) -> bool {
         let threshold = MIN_COMMON_UNITS.max(self.units / COMMON_FRACTION);
-        self.frequency.get(word).is_some_and(|&n| n >= threshold)
+        let seen = |w: &str, at_least: usize| self.frequency.get(w).is_some_and(|&n| n >= at_least);
+        seen(word, threshold) || counter(word).is_some_and(|c| seen(&c, TEMPLATE_UNITS))
+    }
+
+    /// Whether a value token (`route_4.ts`) is a loop's counter: each of its words with a
+    /// digit has a [`counter`] form the covered material says again and again. Such a
+    /// value tells one round of a loop from the next; it states nothing that could change.
+    pub(super) fn is_counter(&self, token: &str) -> bool {
+        let mut numbered = words(token)
+            .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
+            .peekable();
+        numbered.peek().is_some()
+            && numbered.all(|w| {
+                counter(&w)
+                    .is_some_and(|c| self.frequency.get(&c).is_some_and(|&n| n >= TEMPLATE_UNITS))
+            })
     }
 
     /// (distinct rare words, words) of `s`.
@@ -150,6 +189,18 @@ impl Vocabulary {
         rare == 0 && n >= MIN_ROUTINE_WORDS
     }
 
+    /// Whether `text` is the cut-off end of routine prose: a few everyday words with no
+    /// full stop (`Module need should`), what is left where a pasted text was cut mid-
+    /// sentence. Too short to be judged routine, it would otherwise pass for a terse rule.
+    fn routine_fragment(&self, text: &str) -> bool {
+        let (rare, n) = self.profile(text);
+        rare == 0
+            && n >= 1
+            && !text
+                .trim_end()
+                .ends_with(['.', '!', '?', ':', ')', '`', '"'])
+    }
+
     /// The rare words of `s` that name a subject (letters only, four or more): what two
     /// statements of the same thing share, whatever values they give.
     pub(super) fn subject_words(&self, s: &str) -> HashSet<String> {
@@ -181,7 +232,11 @@ impl Vocabulary {
         }
         let text = unlabelled(&it.text);
         let (rare, n) = self.profile(text);
-        if rare == 0 && n >= MIN_ROUTINE_WORDS || self.said_of_many(it, text) {
+        if rare == 0 && n >= MIN_ROUTINE_WORDS
+            || self.said_of_many(it, text)
+            || (matches!(it.tag, "user" | "stated" | "answer" | "assistant")
+                && self.routine_fragment(text))
+        {
             it.score -= ROUTINE_PENALTY;
             if matches!(it.section, Section::Statements | Section::Answers) {
                 it.section = Section::Other;
@@ -251,6 +306,31 @@ mod tests {
         let v = Vocabulary::of([text.as_str()]);
         assert_eq!(v.units, 1);
         assert!(v.profile("Please rerun the flaky suite for shard 3.").0 > 0);
+    }
+
+    #[test]
+    fn a_loop_counter_in_a_name_is_common_and_a_hash_is_not() {
+        // Each iteration says something else (a sentence said again with only its number
+        // changed is one unit); only the counter's form is said every time.
+        let verbs = [
+            "checks", "merges", "records", "returns", "splits", "loads", "sends",
+        ];
+        let text: String = (0..42)
+            .map(|i| {
+                let verb = verbs[i % verbs.len()];
+                let object = ["cache", "value", "queue", "entry", "branch", "index"][i % 6];
+                format!("file_{i}.tf: the module handler {verb} the {object}.\n")
+            })
+            .collect();
+        let v = Vocabulary::of([text.as_str()]);
+        assert!(v.is_routine("file_43.tf: the module handler checks the value."));
+        assert!(!v.is_routine("file_43.tf: the module handler checks 4f1c9e2b7d."));
+        // A number is a value, whatever the loop counts.
+        assert!(!v.common("37"));
+        // The cut-off end of such prose is no terse rule; a short sentence of its own is
+        // judged by the other rules.
+        assert!(v.routine_fragment("module handler checks"));
+        assert!(!v.routine_fragment("Module handler checks."));
     }
 
     fn answer(text: &str) -> Item {

@@ -22,7 +22,7 @@ fn strong() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to|(?:nobody|no one|no-one) \w+s)\b",
+            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to|(?:nobody|no one|no-one) \w+s)\b|\b(?:nothing|nobody|no one|no-one)\b[^.;]{0,30}?\bever\b",
         )
         .expect("static regex")
     })
@@ -74,7 +74,17 @@ fn standing() -> &'static Regex {
 fn restriction() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)\bonly (on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b")
+        Regex::new(r"(?i)\bonly (?:[a-z]+ )?(on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b")
+            .expect("static regex")
+    })
+}
+
+/// An opening that says the sentence matters most (`Most importantly, …`, `Above all, …`):
+/// a rule stated in passing is often introduced so.
+fn emphasis() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b")
             .expect("static regex")
     })
 }
@@ -175,6 +185,9 @@ pub fn rule_strength(sentence: &str) -> u32 {
         s += 1;
     }
     if universal().is_match(sentence.trim_start()) {
+        s += 2;
+    }
+    if emphasis().is_match(sentence.trim_start()) {
         s += 2;
     }
     if obligation().is_match(sentence) {
@@ -291,6 +304,11 @@ mod tests {
         ] {
             assert!(rule_strength(s) >= 3, "{s}: {}", rule_strength(s));
         }
+        // A prohibition said with `nothing … ever`, a restriction with a verb between
+        // `only` and where, and an emphasis opening make a clear rule.
+        let passing = "Most importantly, nothing is ever applied from a laptop, applies only run in the Atlantis pipeline after approval.";
+        assert!(is_clear_rule(passing), "{}", rule_strength(passing));
+        assert!(rule_strength("Releases only go through the Atlantis pipeline.") >= 3);
         for s in [
             "The parser should only be slow on large inputs, instead of small ones.",
             "Keep in mind that it is slow.",

@@ -58,7 +58,7 @@ fn without_enumerator(text: &str) -> &str {
 /// Lower each tool setting a later sentence gives another value (`replicaCount: 4`, then
 /// "bump the prod replicaCount to 6"): the sentence names the setting as a word and none of
 /// its values is the setting's. The sentence is raised above it, as an update is.
-fn supersede_settings(items: &mut [Item]) {
+fn supersede_settings(items: &mut [Item], vocabulary: &Vocabulary) {
     let settings: Vec<(usize, String, String)> = (0..items.len())
         .filter(|&i| items[i].tag == "tool")
         .filter_map(|i| {
@@ -78,7 +78,8 @@ fn supersede_settings(items: &mut [Item]) {
         })
         .filter_map(|k| {
             let text = unlabelled(&items[k].text).to_lowercase();
-            let v = values(&text);
+            let mut v = values(&text);
+            v.retain(|w| !vocabulary.is_counter(w));
             let words = text
                 .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
                 .map(str::to_string)
@@ -107,7 +108,7 @@ fn supersede_settings(items: &mut [Item]) {
 
 /// Raise each update above the statement it supersedes.
 pub(super) fn supersede(items: &mut [Item], vocabulary: &Vocabulary) {
-    supersede_settings(items);
+    supersede_settings(items, vocabulary);
     let mut order: Vec<usize> = (0..items.len()).filter(|&i| prose(&items[i])).collect();
     order.sort_by_key(|&i| items[i].seq);
     let facts: Vec<(usize, HashSet<String>, HashSet<String>)> = order
@@ -117,7 +118,9 @@ pub(super) fn supersede(items: &mut [Item], vocabulary: &Vocabulary) {
             if is_question(text) {
                 return None; // A question states nothing, whatever it names.
             }
-            let v = values(without_enumerator(text));
+            // A loop's counter (`route_4.ts` after `route_3.ts`) is no new value.
+            let mut v = values(without_enumerator(text));
+            v.retain(|w| !vocabulary.is_counter(w));
             (!v.is_empty()).then(|| (i, vocabulary.subject_words(text), v))
         })
         .collect();

@@ -78,13 +78,35 @@ fn clip_argument(v: &str, max: usize) -> String {
         let tail: String = v.chars().skip(n - max).collect();
         format!("…{tail}")
     } else if v.contains(char::is_whitespace) && max >= 12 {
-        let head_chars = max * 2 / 5;
-        let head: String = v.chars().take(head_chars).collect();
-        let tail: String = v.chars().skip(n - (max - head_chars)).collect();
-        format!("{}…{}", head.trim_end(), tail.trim_start())
+        clip_command(v, max)
     } else {
         clip(v, max)
     }
+}
+
+/// A command line clipped to about `max` characters, keeping both ends: its leading words
+/// (the program, within two fifths) and the longest end that starts at a word, an `=` or a
+/// `/` (`-out=edge-vpc.tfplan` keeps `edge-vpc.tfplan`), so a file or target it names is
+/// never cut in two. Characters are cut only where no such start fits.
+fn clip_command(v: &str, max: usize) -> String {
+    let chars: Vec<char> = v.chars().collect();
+    let n = chars.len();
+    let head_max = max * 2 / 5;
+    let words_end = (0..=head_max.min(n.saturating_sub(1)))
+        .rev()
+        .find(|&i| chars[i].is_whitespace());
+    let head_len = words_end.filter(|&i| i > 0).unwrap_or(head_max);
+    let head: String = chars[..head_len].iter().collect();
+    let head = head.trim_end();
+    let room = max.saturating_sub(head.chars().count() + 1);
+    let start = (1..n)
+        .filter(|&i| {
+            n - i <= room && (chars[i - 1].is_whitespace() || matches!(chars[i - 1], '=' | '/'))
+        })
+        .min()
+        .unwrap_or(n - room.min(n));
+    let tail: String = chars[start..].iter().collect();
+    format!("{head}…{}", tail.trim_start())
 }
 
 fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) -> String {

@@ -462,6 +462,20 @@ pub(super) fn value_line(line: &str, n: usize) -> bool {
         && !t.contains('|')
 }
 
+/// Whether `line` tallies what a run did, a count per part (`Plan: 3 to add, 1 to change,
+/// 0 to destroy.`, `12 files changed, 340 insertions(+), 2 deletions(-)`, `found 3
+/// vulnerabilities (1 moderate, 2 high)`): a tool's own summary of its result, which the
+/// lines above it only detail.
+pub(super) fn tally(line: &str) -> bool {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let count = R
+        .get_or_init(|| Regex::new(r"(?:^|[\s(:])\d+\s+(?:to\s+)?[A-Za-z]").expect("static regex"));
+    line.split([',', ';'])
+        .filter(|part| count.is_match(part))
+        .count()
+        >= 2
+}
+
 /// Whether `line` is a verdict word and nothing else (`FAIL`, `ok`, `PASSED`).
 pub(super) fn bare_verdict(line: &str) -> bool {
     let word = line.trim().trim_matches(|c: char| !c.is_alphanumeric());
@@ -529,6 +543,10 @@ pub(super) fn score_line(line: &str) -> Option<(i64, bool)> {
         // A passing line is context: the failures and the totals outrank it.
         let passing = !failed && pass_marker().is_match(line);
         take(if passing { 5 } else { 8 }, true, &mut best);
+    }
+    if n <= 24 && tally(line) {
+        // Above the resources a plan lists, below a change's values (what is asked later).
+        take(7, false, &mut best);
     }
     if exit_code().is_match(line) {
         take(8, true, &mut best);

@@ -240,6 +240,13 @@ fn planned_changes_are_key_lines() {
         "{k:?}"
     );
     assert!(key_lines("replicas: 3 → 5\n")[0].score >= 8);
+    // The plan's own tally outranks the resources it details.
+    let targeted = "module.vpc.aws_subnet.private[\"c\"]: will be created\n\
+                    module.vpc.aws_route_table.private: will be updated in-place\n\
+                    Plan: 3 to add, 1 to change, 0 to destroy.\n";
+    let k = key_lines(targeted);
+    assert!(k[0].text.starts_with("Plan: 3 to add"), "{k:?}");
+    assert!(!shapes::tally("It took 3 hours and 2 minutes."));
     // An expression on either side is code, not a change.
     assert!(key_lines("f = |x| x -> y\n").iter().all(|k| k.score < 8));
 }
@@ -402,6 +409,10 @@ fn the_last_command_keeps_its_whole_invocation() {
         call_label_long("run_command", &args),
         format!("run_command({cmd})")
     );
+    // Both ends are cut at a word, an `=` or a `/`: the file a command writes stays whole.
+    let plan = serde_json::json!({"dir": "stacks/network", "command": "plan -target=module.edge_vpc -out=edge-vpc.tfplan"});
+    let l = call_label("terraform", &plan);
+    assert!(l.contains("plan…edge-vpc.tfplan"), "{l}");
     // Still bounded.
     let huge = serde_json::json!({ "command": "x ".repeat(2000) });
     assert!(call_label_long("run_command", &huge).chars().count() <= 320);
