@@ -38,6 +38,20 @@ const CHANGED_SETTING_BONUS: i64 = 6;
 const MENTIONED_BONUS: i64 = 3;
 /// Item rank per unit of a key line's rank.
 const LINE_RANK_WEIGHT: i64 = 5;
+/// What an answer sentence gives up per value it restates from a tool result (at most
+/// [`MAX_RESTATED`]): half the credit a value earns. A restated value is already where the
+/// key lines are taken from; what the answer adds is what no tool said (a cause, a fix, a
+/// choice), and a recap of a file's numbers must not outrank the diagnosis of the turn.
+const RESTATED_PENALTY: i64 = 5;
+const MAX_RESTATED: usize = 4;
+
+/// The value tokens of a text (words with a digit: `128`, `v1.59.1`, `8.17.1`), lowercased.
+fn value_tokens(s: &str) -> HashSet<String> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '_'))
+        .map(|w| w.trim_matches('.').to_lowercase())
+        .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
+        .collect()
+}
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -109,6 +123,12 @@ pub(super) fn collect(
         .collect();
     let turn_of = |i: usize| req.turn_numbers.get(i).copied().unwrap_or(0);
     let turns: Vec<usize> = (0..messages.len()).map(turn_of).collect();
+    // What the tools returned, as values: an answer restating them recaps.
+    let tool_values: HashSet<String> = messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| value_tokens(&m.content))
+        .collect();
     // The value each setting had in the newest tool result that showed it, and the settings
     // an edit call has set since.
     let mut settings: HashMap<String, String> = HashMap::new();
@@ -357,6 +377,11 @@ pub(super) fn collect(
                     let Some(mut score) = answer_score(&s, is_final, k == 0) else {
                         continue;
                     };
+                    let restated = value_tokens(&s)
+                        .iter()
+                        .filter(|v| tool_values.contains(*v))
+                        .count();
+                    score -= RESTATED_PENALTY * restated.min(MAX_RESTATED) as i64;
                     // An everyday-words sentence (narration, filler) is no answer, asked
                     // or not.
                     if is_final && asked && !vocabulary.is_routine(&s) {

@@ -828,3 +828,34 @@ fn lines_of_checkpoints_in_the_older_format_roll_over() {
         "{texts:?}"
     );
 }
+
+#[test]
+fn a_diagnosis_outranks_a_recap_of_what_a_tool_returned() {
+    let mut msgs = vec![
+        Message::user("Read the transport config."),
+        calls(vec![call(
+            "c1",
+            "read_file",
+            serde_json::json!({"path": "internal/transport/config.go"}),
+        )]),
+        Message::tool_result(
+            "c1",
+            format!(
+                "const (\n\tMaxIdleConns = 128\n\tMaxConnsPerHost = 64\n\tMaxRetries = 4\n\tBackoffBase = 250\n\tBackoffMax = 8000\n)\n{}",
+                code(0)
+            ),
+        ),
+        Message::assistant(
+            "That is the whole pool: a 128-connection idle pool, 64 connections per host, 4 retries with backoff from 250 ms to 8000 ms.",
+        ),
+        Message::user("Now look at the retry path."),
+        Message::assistant(
+            "Root cause: the body is drained on the first attempt and never rewound, so the fix is to set req.GetBody before every retry.",
+        ),
+    ];
+    let mut turns = vec![1, 1, 1, 1, 2, 2];
+    work(3, 25, &mut msgs, &mut turns);
+    // Room for the config line and one answer: the diagnosis, not the recap.
+    let s = run(msgs, turns, 150, &[]);
+    assert!(s.contains("req.GetBody"), "{s}");
+}
