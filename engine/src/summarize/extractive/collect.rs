@@ -20,6 +20,7 @@ use super::tool_lines::{
     argument_strings, call_label, call_label_long, edited_settings, key_lines, setting, top_lines,
     KeyLine, MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
 };
+use super::updates::values;
 use super::{user_rank, Breakage, Item, Section, LINE_JOINER, MAX_SENTENCE_CHARS};
 use crate::summarize::SummaryRequest;
 
@@ -45,13 +46,6 @@ const LINE_RANK_WEIGHT: i64 = 5;
 const RESTATED_PENALTY: i64 = 5;
 const MAX_RESTATED: usize = 4;
 
-/// The value tokens of a text (words with a digit: `128`, `v1.59.1`, `8.17.1`), lowercased.
-fn value_tokens(s: &str) -> HashSet<String> {
-    s.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '_'))
-        .map(|w| w.trim_matches('.').to_lowercase())
-        .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
-        .collect()
-}
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
@@ -127,7 +121,7 @@ pub(super) fn collect(
     let tool_values: HashSet<String> = messages
         .iter()
         .filter(|m| m.role == Role::Tool)
-        .flat_map(|m| value_tokens(&m.content))
+        .flat_map(|m| values(&m.content))
         .collect();
     // The value each setting had in the newest tool result that showed it, and the settings
     // an edit call has set since.
@@ -377,7 +371,7 @@ pub(super) fn collect(
                     let Some(mut score) = answer_score(&s, is_final, k == 0) else {
                         continue;
                     };
-                    let restated = value_tokens(&s)
+                    let restated = values(&s)
                         .iter()
                         .filter(|v| tool_values.contains(*v))
                         .count();

@@ -37,7 +37,7 @@ fn prose(it: &Item) -> bool {
 }
 
 /// The value tokens of a sentence: words with a digit (`02:00` gives `02` and `00`).
-fn values(s: &str) -> HashSet<String> {
+pub(super) fn values(s: &str) -> HashSet<String> {
     s.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '_'))
         .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
         .map(|w| w.trim_matches('.').to_lowercase())
