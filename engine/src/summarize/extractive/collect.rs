@@ -510,6 +510,7 @@ pub(super) fn collect(
                 // the summary is rolled).
                 let listed = m.role == Role::User
                     && (listed_with_rules(&sentence_list) || short_message(&m.content));
+                let pasted = m.role == Role::User && m.content.lines().count() >= MIN_PASTE_LINES;
                 let tag = if listed { "stated" } else { tag };
                 // The lead-in of a list of questions ("Answer each question …:") only says
                 // how to answer them; the answers that follow are what is worth keeping.
@@ -528,6 +529,13 @@ pub(super) fn collect(
                         continue;
                     }
                     let (mut section, mut score) = user_rank(&s, listed);
+                    if pasted && pasted_code(&s) {
+                        // A line of pasted code is the user's material, not what they
+                        // said: it ranks as a tool result's bulk does, unless it is a
+                        // key line there too (`const MAX_RETRIES: u32 = 7;`).
+                        section = Section::Other;
+                        score -= PASTED_CODE_PENALTY;
+                    }
                     if pointer(&s, &acted) {
                         section = Section::Other;
                         score -= POINTER_PENALTY;
@@ -581,6 +589,20 @@ pub(super) fn collect(
         refs,
         turns: (first, last),
     }
+}
+
+/// Fewest lines of a user message that can hold a paste.
+const MIN_PASTE_LINES: usize = 3;
+/// Rank a line of pasted code gives up: below anything the user said in words.
+const PASTED_CODE_PENALTY: i64 = 40;
+
+/// Whether a line of a user's paste is code: it ends as a statement or block of code does
+/// (`{`, `}`, `;`) or opens by closing one, and is no key line (a setting, an error, an
+/// outcome) by the shapes tool output is read with.
+fn pasted_code(line: &str) -> bool {
+    let t = line.trim();
+    let code = t.ends_with(['{', '}', ';']) || t.ends_with("},") || t.starts_with('}');
+    code && key_lines(t).is_empty()
 }
 
 /// Most words of a user message that is short: a message typed as an instruction, not a

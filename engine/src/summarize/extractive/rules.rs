@@ -50,6 +50,29 @@ fn bound_subject() -> &'static Regex {
     })
 }
 
+/// Any subject bound by an obligation modal (`the sum of every pod's pool has to stay`):
+/// a noun phrase too long for [`bound_subject`] is bound all the same.
+fn bound_anything() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b[\w'’-]+\s+(?:must|shall|has to|have to|may not|may only|can only)\b")
+            .expect("static regex")
+    })
+}
+
+/// `has to do with`: a relation, not an obligation.
+fn relation_idiom() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"(?i)\b(?:has|have|had) to do with\b").expect("static regex"))
+}
+
+/// Whether a subject is bound by a modal ([`bound_subject`], [`bound_anything`]), the
+/// idiom `has to do with` aside.
+fn bound(sentence: &str) -> bool {
+    let s = relation_idiom().replace_all(sentence, "relates to");
+    bound_subject().is_match(&s) || bound_anything().is_match(&s)
+}
+
 /// A subject with a soft modal (`we should`): weaker than [`bound_subject`].
 fn soft_subject() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
@@ -79,12 +102,13 @@ fn restriction() -> &'static Regex {
     })
 }
 
-/// An opening that says the sentence matters most (`Most importantly, …`, `Above all, …`):
-/// a rule stated in passing is often introduced so.
+/// An opening that says the sentence matters most (`Most importantly, …`, `Above all, …`,
+/// `the one thing that actually matters: …`): a rule stated in passing is often introduced
+/// so.
 fn emphasis() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b")
+        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b|\b(?:the (?:one|only|main|key|big|important) thing (?:that )?(?:\w+ ){0,6}?(?:matters|counts)|what (?:really |actually )?matters(?: most)? (?:is|here)|the important (?:part|bit|thing) is)\b")
             .expect("static regex")
     })
 }
@@ -179,7 +203,7 @@ pub fn rule_strength(sentence: &str) -> u32 {
     {
         s += 2;
     }
-    if bound_subject().is_match(sentence) {
+    if bound(sentence) {
         s += 2;
     } else if soft_subject().is_match(sentence) {
         s += 1;
@@ -223,7 +247,7 @@ pub fn rule_strength(sentence: &str) -> u32 {
 fn strong_structure(sentence: &str) -> bool {
     strong().is_match(sentence)
         || labelled_rule().is_match(sentence.trim_start())
-        || bound_subject().is_match(sentence)
+        || bound(sentence)
         || standing().is_match(sentence)
         || sentence
             .split([';', ':', '—'])
@@ -309,6 +333,17 @@ mod tests {
         let passing = "Most importantly, nothing is ever applied from a laptop, applies only run in the Atlantis pipeline after approval.";
         assert!(is_clear_rule(passing), "{}", rule_strength(passing));
         assert!(rule_strength("Releases only go through the Atlantis pipeline.") >= 3);
+        // A long subject is bound by its modal all the same, and an emphasis mid-sentence
+        // still marks what matters.
+        let long_subject = "Until anyway the one thing that came out of it that actually matters: the sum of every pod's pool has to stay at or below 90 because RDS Proxy is pinned at that number.";
+        assert!(
+            is_clear_rule(long_subject),
+            "{}",
+            rule_strength(long_subject)
+        );
+        assert!(!is_clear_rule(
+            "The slowness has to do with the cold cache."
+        ));
         for s in [
             "The parser should only be slow on large inputs, instead of small ones.",
             "Keep in mind that it is slow.",

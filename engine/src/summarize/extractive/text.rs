@@ -152,9 +152,12 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
         line_chars += 1;
         cur.push(c);
+        // A spaced ellipsis (`CREATE TYPE ... AS ENUM`) elides words mid-sentence; it
+        // ends nothing.
         let terminated = matches!(c, '.' | '!' | '?')
             && chars.peek().is_none_or(|n| n.is_whitespace())
-            && !list_marker().is_match(cur.trim());
+            && !list_marker().is_match(cur.trim())
+            && !(cur.ends_with(" ...") && chars.peek().is_some());
         // A heading before a colon ("Context from the ticket: The …") is a sentence of its
         // own when a capitalised sentence follows it: a routine heading then repeats as
         // itself, and what follows ranks on its own.
@@ -542,6 +545,11 @@ mod tests {
         assert_eq!(
             sentences("1. Fix the lexer. 2. Bump the version."),
             vec!["1. Fix the lexer.", "2. Bump the version."]
+        );
+        // A spaced ellipsis elides; an attached one still ends the sentence.
+        assert_eq!(
+            sentences("Never CREATE TYPE ... AS ENUM here. Wait... Then go."),
+            vec!["Never CREATE TYPE ... AS ENUM here.", "Wait...", "Then go."]
         );
     }
 
