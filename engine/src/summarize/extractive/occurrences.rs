@@ -40,6 +40,9 @@ use super::{Item, Section};
 /// Rank given up by the first kept older occurrence, and by the second.
 const OLDER_PENALTY: [i64; 2] = [8, 12];
 
+/// Most rank a later line of one shape in one message gives up (1 per line before it).
+const MAX_PASTE_REPEAT_PENALTY: i64 = 3;
+
 /// Fewest occurrences that make a count.
 const COUNT_OCCURRENCES: usize = 3;
 
@@ -192,6 +195,10 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
         *e = (*e).max(it.seq);
     }
     let newest_text: HashSet<usize> = newest_text.into_values().collect();
+    // Lines of one shape within one pasted message (a log's repeated error): one
+    // occurrence, but the earliest is where it began, the one asked about ("when did it
+    // start?"); the later ones give up a little, in order.
+    let mut in_paste: HashMap<(String, usize), i64> = HashMap::new();
     items
         .iter()
         .filter(|it| user_said(it) || it.text.is_empty() || newest_text.contains(&it.seq))
@@ -202,6 +209,11 @@ pub(super) fn keep_distinguishable(items: Vec<Item>, newest_only: bool) -> Vec<I
             };
             let mut it = it.clone();
             it.score -= penalty;
+            if let (Some(g), "user" | "stated") = (&it.group, it.tag) {
+                let k = in_paste.entry((g.clone(), it.source)).or_insert(0);
+                it.score -= (*k).min(MAX_PASTE_REPEAT_PENALTY);
+                *k += 1;
+            }
             if it.section != Section::Task && it.group.as_ref().is_some_and(|g| counts.contains(g))
             {
                 it.section = Section::Other;
@@ -272,6 +284,28 @@ mod tests {
             whole: false,
             routine: false,
         }
+    }
+
+    #[test]
+    fn the_first_line_of_a_pasted_log_outranks_its_repeats() {
+        let paste: Vec<Item> = ["03:17:44", "03:17:45", "03:18:02"]
+            .iter()
+            .enumerate()
+            .map(|(k, t)| Item {
+                tag: "user",
+                section: Section::Statements,
+                seq: k,
+                source: 1,
+                group: Some(format!(
+                    "user:{}",
+                    super::super::text::occurrence_key(&format!("{t} ERROR session write failed"))
+                )),
+                ..tool(1, &format!("{t} ERROR session write failed"))
+            })
+            .collect();
+        let kept = keep_distinguishable(paste, false);
+        let scores: Vec<i64> = kept.iter().map(|it| it.score).collect();
+        assert_eq!(scores, [60, 59, 58], "{kept:?}");
     }
 
     #[test]

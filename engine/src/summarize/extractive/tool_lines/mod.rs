@@ -93,6 +93,19 @@ const ROOT_CRASH_SITE: i64 = 9;
 /// counters): an untouched counter is rarely what the command was run for.
 const ZERO_PENALTY: i64 = 2;
 
+/// What a manifest's schema header line gives up (see [`schema_header`]).
+const SCHEMA_HEADER_PENALTY: i64 = 3;
+
+/// Whether `line` is a manifest's schema header (`apiVersion: apps/v1`, `kind: Deployment`,
+/// `"$schema": …`): boilerplate every file of its kind opens with, not a setting of this one.
+fn schema_header(line: &str) -> bool {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r#"^["']?(?:apiVersion|kind|\$schema)["']?\s*:"#).expect("static regex")
+    })
+    .is_match(line)
+}
+
 /// Whether `line` sets something to zero (`rejected_connections:0`, `RETRIES = 0`,
 /// `used: 0B`); outcomes (`0 failed`) are judged by their own rules.
 fn zero_valued(line: &str) -> bool {
@@ -276,6 +289,9 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             score + OUTLIER_BONUS + (columns as i64 - 1).min(MAX_MORE_COLUMNS)
         } else if !verification && zero_valued(line) {
             (score - ZERO_PENALTY).max(1)
+        } else if schema_header(line) {
+            // `apiVersion: v1`, `kind: ConfigMap`: what every manifest of its kind says.
+            (score - SCHEMA_HEADER_PENALTY).max(1)
         } else if !verification && lookalike(position) {
             (score - LOOKALIKE_PENALTY).max(1)
         } else if !verification && log && without_timestamp(line) != *line {

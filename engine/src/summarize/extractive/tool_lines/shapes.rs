@@ -97,6 +97,20 @@ pub(super) fn error_line() -> &'static Regex {
     })
 }
 
+/// A run's verdict with its duration: `passed in 14m 52s`, `Finished … in 32.5s`, or a
+/// duration before an upper-case verdict (`Building 408.7s (19/19) FINISHED`). Not a
+/// duration near any verdict word: `BackOff 2m … restarting failed container` is an event.
+fn run_summary() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        let duration = r"\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|m|min|mins|minutes|h)\b(?:\s?\d+(?:\.\d+)?\s?s\b)?";
+        Regex::new(&format!(
+            r"(?i:\b(?:passed|failed|finished|succeeded|completed|done|built)\b.{{0,60}}?\b(?:in|after)\s+{duration})|\b{duration}[^a-z]{{0,20}}\b(?:FINISHED|DONE|PASSED|FAILED|SUCCEEDED)\b"
+        ))
+        .expect("static regex")
+    })
+}
+
 /// An exit code (`exit status 1`, `returned code 2`, `status=1`). A bare `status` takes one
 /// or two digits: `status=200` in an access log is an HTTP status, not a verification.
 pub(super) fn exit_code() -> &'static Regex {
@@ -487,6 +501,43 @@ pub(super) fn bare_verdict(line: &str) -> bool {
 
 /// Score one line of tool output; `None` when it is not a key line.
 pub(super) fn score_line(line: &str) -> Option<(i64, bool)> {
+    // A setting's trailing comment (`version = "~> 5.31.0"   # do not loosen`) is no part
+    // of its value; one that pins it says the value is deliberate.
+    let (line, pinned) = match trailing_comment().captures(line) {
+        Some(c) => (
+            c.get(1).map_or(line, |m| m.as_str()),
+            pinning().is_match(&c[2]),
+        ),
+        None => (line, false),
+    };
+    let scored = score_shapes(line)?;
+    Some((scored.0 + if pinned { PINNED_BONUS } else { 0 }, scored.1))
+}
+
+/// What a setting gains when its comment pins it (`# do not loosen`, `// keep in sync`).
+const PINNED_BONUS: i64 = 2;
+
+/// A setting followed by a comment: the setting (a `=` or `:` in it, ending in a literal's
+/// last character) and, after whitespace and `#` or `//`, the comment.
+fn trailing_comment() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r#"^(\s*[^#/\s][^#]*?[=:][^#]*?["'\w\]}])\s+(?:#|//)\s*(.*)$"#)
+            .expect("static regex")
+    })
+}
+
+/// A comment that says a value must not change.
+fn pinning() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(do not|don't|never|must|keep|pinned?|required|frozen|on purpose|intentional)\b")
+            .expect("static regex")
+    })
+}
+
+/// [`score_line`] of a line without its trailing comment.
+fn score_shapes(line: &str) -> Option<(i64, bool)> {
     // An exception's dotted class (`django.db.exceptions.X: …`) reads like a location.
     let raw = without_timestamp(line);
     let line = without_location(raw);
@@ -551,6 +602,13 @@ pub(super) fn score_line(line: &str) -> Option<(i64, bool)> {
     if exit_code().is_match(line) {
         take(8, true, &mut best);
     }
+    if n <= 20 && run_summary().is_match(line) {
+        // The whole run's verdict and how long it took (`Pipeline #98211 passed in 14m
+        // 52s`, `[+] Building 408.7s (19/19) FINISHED`): a total, as a count of failures is.
+        // A measurement, not a verification: a build's many step lines (`#12 DONE 3.1s`)
+        // are look-alikes and give way to the one total.
+        take(8, false, &mut best);
+    }
     let error = error_line().is_match(line)
         || (raw.len() != line.len() && error_line().is_match(raw))
         || server_error_row().is_match(line);
@@ -597,4 +655,10 @@ pub(super) fn score_line(line: &str) -> Option<(i64, bool)> {
         }
     }
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
+}
+
+/// Whether `line` is a run summary (tests only).
+#[cfg(test)]
+pub(super) fn run_summary_matches(line: &str) -> bool {
+    run_summary().is_match(line)
 }

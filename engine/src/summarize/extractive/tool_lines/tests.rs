@@ -490,3 +490,53 @@ fn an_ordinary_row_of_a_log_ranks_below_the_same_row_read_alone() {
     let top = &key_lines(&with_error)[0];
     assert!(top.text.contains("pool exhausted"), "{top:?}");
 }
+
+#[test]
+fn a_run_summary_with_its_duration_outranks_the_stage_timings() {
+    let view = "Pipeline #98211 (agent/ci-speed) passed in 14m 52s\n  deps   1m 40s\n  lint   5m 12s\n  test   7m 58s";
+    assert_eq!(
+        key_lines(view)[0].text,
+        "Pipeline #98211 (agent/ci-speed) passed in 14m 52s"
+    );
+    let build = "#1 [internal] load build definition\n#10 DONE 0.4s\n#11 DONE 12.0s\n#12 DONE 3.1s\n[+] Building 408.7s (19/19) FINISHED   docker:default";
+    assert!(
+        key_lines(build)[0].text.starts_with("[+] Building 408.7s"),
+        "{:?}",
+        key_lines(build)
+    );
+}
+
+#[test]
+fn a_setting_keeps_its_rank_behind_a_comment_and_a_pinning_comment_raises_it() {
+    let versions = "terraform {\n  required_providers {\n    aws = {\n      source  = \"hashicorp/aws\"\n      version = \"~> 5.31.0\"   # do not loosen, see INC-2291\n    }\n    random = {\n      source  = \"hashicorp/random\"\n      version = \"~> 3.6\"\n    }\n  }\n}";
+    let top = &key_lines(versions)[0];
+    assert!(top.text.contains("5.31.0"), "{:?}", key_lines(versions));
+    // A comment that pins nothing changes nothing.
+    let (with, _) = shapes::score_line("timeout = 30  # seconds").unwrap();
+    let (without, _) = shapes::score_line("timeout = 30").unwrap();
+    assert_eq!(with, without);
+}
+
+#[test]
+fn an_event_near_a_duration_is_no_run_summary() {
+    assert!(!shapes::run_summary_matches(
+        "Warning BackOff 2m (x2891 over 10h) kubelet Back-off restarting failed container"
+    ));
+    assert!(shapes::run_summary_matches(
+        "Finished `release` profile [optimized] target(s) in 32.53s"
+    ));
+}
+
+#[test]
+fn a_manifest_header_ranks_below_its_settings() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: orders-worker-config\ndata:\n  DB_POOL_MAX: \"35\"";
+    let top = key_lines(manifest);
+    assert!(top[0].text.contains("DB_POOL_MAX"), "{top:?}");
+    assert!(
+        top.iter()
+            .rev()
+            .take(2)
+            .all(|k| k.text.starts_with("apiVersion") || k.text.starts_with("kind")),
+        "{top:?}"
+    );
+}
