@@ -28,6 +28,18 @@ const MIN_ROUTINE_WORDS: usize = 4;
 /// Fewest common words before a capitalised one that make a lead of filler run into a
 /// sentence.
 const MIN_ROUTINE_LEAD: usize = 5;
+/// Fewest common words that make a lead of filler when lower-case text is run into it
+/// (stricter than [`MIN_ROUTINE_LEAD`]: no capital marks where the lead ends).
+const MIN_LOWER_LEAD: usize = 7;
+/// Most function words before the cut that stay with the rest.
+const MAX_KEPT_FUNCTION_WORDS: usize = 2;
+
+/// A short lower-case word (`the`, `a`, `of`, `and`): it may open what follows the cut.
+fn function_word(token: &str) -> bool {
+    let n = token.chars().count();
+    (1..=3).contains(&n) && token.chars().all(|c| c.is_ascii_lowercase())
+}
+
 /// Fewest words the rest of a sentence must have for a routine lead to be cut: a routine
 /// request that ends in a name ("… before we touch the UART code.") is one sentence, not a
 /// lead and a two-word fragment.
@@ -147,25 +159,46 @@ impl Vocabulary {
     /// begins a rest of at least [`MIN_CUT_REST_WORDS`].
     /// Unchanged when there is no such lead: a rule keeps its words, and the filler glued
     /// to it no longer dilutes its rank or costs room.
+    ///
+    /// A lead that opens as a sentence does (capitalised) and runs [`MIN_LOWER_LEAD`]
+    /// common words or more is cut at its first word that is not common, too: the text run
+    /// into it was typed in lower case ("… style machine each oh and before you suggest
+    /// …"). The short function words just before that word (`the`, `a`) stay with it, so a
+    /// statement that opens with one keeps its words.
     pub(super) fn without_routine_lead<'s>(&self, sentence: &'s str) -> &'s str {
-        for (common_run, (offset, token)) in sentence
+        let tokens: Vec<(usize, &str)> = sentence
             .split_whitespace()
             .map(|t| (t.as_ptr() as usize - sentence.as_ptr() as usize, t))
-            .enumerate()
-        {
+            .collect();
+        let cut_at = |k: usize| {
+            let rest = &sentence[tokens[k].0..];
+            if words(rest).count() >= MIN_CUT_REST_WORDS {
+                rest
+            } else {
+                sentence
+            }
+        };
+        let opens_capitalised = tokens
+            .first()
+            .is_some_and(|(_, t)| t.chars().next().is_some_and(char::is_uppercase));
+        for (common_run, &(_, token)) in tokens.iter().enumerate() {
             let mut chars = token.chars();
             let capitalised = chars.next().is_some_and(char::is_uppercase)
                 && chars.next().is_some_and(char::is_lowercase);
             if capitalised && common_run >= MIN_ROUTINE_LEAD {
-                let rest = &sentence[offset..];
-                return if words(rest).count() >= MIN_CUT_REST_WORDS {
-                    rest
-                } else {
-                    sentence
-                };
+                return cut_at(common_run);
             }
             let mut ws = words(token).peekable();
             if ws.peek().is_none() || !ws.all(|w| self.common(&w)) {
+                if opens_capitalised && common_run >= MIN_LOWER_LEAD {
+                    let mut k = common_run;
+                    while k > common_run.saturating_sub(MAX_KEPT_FUNCTION_WORDS)
+                        && function_word(tokens[k - 1].1)
+                    {
+                        k -= 1;
+                    }
+                    return cut_at(k);
+                }
                 return sentence;
             }
         }
@@ -296,6 +329,15 @@ mod tests {
         // A routine sentence that ends in a name is not cut to a fragment.
         let named = "The handler checks the cache value before the UART module.";
         assert_eq!(v.without_routine_lead(named), named);
+        // Lower-case text run into a long lead is cut at its first own word, keeping the
+        // function words just before it.
+        let lower = "The module handler checks the cache value before the quota of every tenant has to stay below 90.";
+        assert_eq!(
+            v.without_routine_lead(lower),
+            "the quota of every tenant has to stay below 90."
+        );
+        let short_lead = "The handler checks oh and the gateway stays up until 18:00 today.";
+        assert_eq!(v.without_routine_lead(short_lead), short_lead);
     }
 
     #[test]

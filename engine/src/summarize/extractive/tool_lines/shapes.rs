@@ -35,6 +35,18 @@ pub(in crate::summarize::extractive) fn key_value() -> &'static Regex {
     })
 }
 
+/// A YAML block scalar's indicator (`query: |`, `script: >-`): the value is on the lines
+/// below, the line itself sets nothing.
+fn block_indicator(value: &str) -> bool {
+    matches!(value.trim(), "|" | ">" | "|-" | ">-" | "|+" | ">+")
+}
+
+/// A comparison with a number (`< 0.015`, `>= 99.5`): a threshold.
+fn threshold() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| Regex::new(r"(?:[<>]=?|==|!=)\s*-?\d").expect("static regex"))
+}
+
 /// A measurement under a label of a few words, a parenthesis allowed (`p99 latency (first
 /// run, 64 concurrent): 412ms`, `Total Blocking Time: 910 ms`): a benchmark's or a
 /// profiler's result line.
@@ -564,8 +576,16 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
             let s = 6 + if constant_name(name) { 2 } else { 0 } + i64::from(numeric(value));
             take(s, false, &mut best);
         }
-    } else if let Some(c) = key_value().captures(line).filter(|c| !declaration(&c[1])) {
+    } else if let Some(c) = key_value()
+        .captures(line)
+        .filter(|c| !declaration(&c[1]) && !block_indicator(&c[2]))
+    {
         let value = &c[2];
+        if threshold().is_match(value) {
+            // `successCondition: result[0] < 0.015`, `expr: … > 0.05`: the bound a check
+            // passes or fires at, whatever expression it is written in.
+            take(7, false, &mut best);
+        }
         // A value holding code (`Cursor =`, `fn(x) {`) makes the line a declaration.
         let code = value.contains(['=', '{', '}', '(', ';']) || value.contains("->");
         if !value.starts_with("//") && (literal(value) || (words(value) <= 4 && !code)) {

@@ -540,3 +540,11 @@ fn a_manifest_header_ranks_below_its_settings() {
         "{top:?}"
     );
 }
+
+#[test]
+fn a_threshold_is_a_key_line_and_a_block_header_is_not() {
+    let template = "spec:\n  metrics:\n  - name: error-ratio\n    interval: 1m\n    successCondition: result[0] < 0.015\n    provider:\n      prometheus:\n        query: |\n          sum(rate(x[5m]))";
+    let lines = key_lines(template);
+    assert!(lines[0].text.contains("0.015"), "{lines:?}");
+    assert!(!lines.iter().any(|k| k.text.ends_with(": |")), "{lines:?}");
+}
