@@ -93,11 +93,12 @@ fn standing() -> &'static Regex {
 }
 
 /// A restriction: `only` bound to where, when or for whom (`only on Tuesdays`, `only in
-/// staging`) — unlike `only` as a mere adverb (`it only takes a second`).
+/// staging`) — unlike `only` as a mere adverb (`it only takes a second`) — or an
+/// exclusion (`partitioned by event_date and nothing else`).
 fn restriction() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)\bonly (?:[a-z]+ )?(on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b")
+        Regex::new(r"(?i)\bonly (?:[a-z]+ )?(on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b|\b(?:and|but|or) nothing else\b|\bnothing but\b")
             .expect("static regex")
     })
 }
@@ -108,7 +109,7 @@ fn restriction() -> &'static Regex {
 fn emphasis() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b|\b(?:the (?:one|only|main|key|big|important) thing (?:that )?(?:\w+ ){0,6}?(?:matters|counts)|what (?:really |actually )?matters(?: most)? (?:is|here)|the important (?:part|bit|thing) is)\b")
+        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b|\b(?:the (?:one|only|main|key|big|important) thing (?:that )?(?:\w+ ){0,6}?(?:matters|counts)|what (?:really |actually )?matters(?: most)? (?:is|here)|the important (?:part|bit|thing) is|(?:the )?most important (?:one|thing|part|bit|rule)|(?:the )?key (?:point|rule|constraint))\b")
             .expect("static regex")
     })
 }
@@ -344,6 +345,8 @@ mod tests {
         assert!(!is_clear_rule(
             "The slowness has to do with the cold cache."
         ));
+        let exclusive = "Per path scan hoisted most important one: the output stays partitioned by event_date and nothing else, the Athena tables break with any other layout.";
+        assert!(is_clear_rule(exclusive), "{}", rule_strength(exclusive));
         for s in [
             "The parser should only be slow on large inputs, instead of small ones.",
             "Keep in mind that it is slow.",

@@ -75,7 +75,19 @@ fn clip_argument(v: &str, max: usize) -> String {
         return v.to_string();
     }
     if v.contains('/') && !v.contains(char::is_whitespace) {
-        let tail: String = v.chars().skip(n - max).collect();
+        // Whole components only: the longest end after a `/` that fits, or the file name
+        // whole when even it does not (up to twice the room) — a file name cut in two
+        // names no file.
+        let chars: Vec<char> = v.chars().collect();
+        let start = (1..n)
+            .filter(|&i| chars[i - 1] == '/' && n - i <= max)
+            .min()
+            .or_else(|| {
+                let base = chars.iter().rposition(|&c| c == '/').map_or(0, |p| p + 1);
+                (n - base <= 2 * max).then_some(base)
+            })
+            .unwrap_or(n - max);
+        let tail: String = chars[start..].iter().collect();
         format!("…{tail}")
     } else if v.contains(char::is_whitespace) && max >= 12 {
         clip_command(v, max)
@@ -109,6 +121,41 @@ fn clip_command(v: &str, max: usize) -> String {
     format!("{head}…{}", tail.trim_start())
 }
 
+/// Whether an argument names a file: one word, with a `/` or under a key that says so.
+fn path_argument(key: &str, value: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    !value.is_empty()
+        && !value.contains(char::is_whitespace)
+        && (value.contains('/')
+            || matches!(
+                key.as_str(),
+                "path" | "file" | "file_path" | "filepath" | "filename" | "target_file"
+            ))
+}
+
+/// Whether an argument is text written (a file's content, a patch): too long for a label
+/// and multi-line or under a key that says so. A command line is neither.
+fn content_argument(key: &str, value: &str, room: usize) -> bool {
+    let key = key.to_ascii_lowercase();
+    value.chars().count() > room
+        && (value.contains('\n')
+            || matches!(
+                key.as_str(),
+                "content"
+                    | "contents"
+                    | "text"
+                    | "body"
+                    | "data"
+                    | "new_string"
+                    | "old_string"
+                    | "patch"
+                    | "diff"
+                    | "new_text"
+                    | "old_text"
+                    | "code"
+            ))
+}
+
 fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) -> String {
     let pairs: Vec<(String, String)> = match arguments {
         serde_json::Value::Object(o) => o
@@ -119,7 +166,19 @@ fn label_within(name: &str, arguments: &serde_json::Value, limits: LabelLimits) 
             .map(|s| vec![(String::new(), s)])
             .unwrap_or_default(),
     };
+    // A call that writes a file (a path, and text too long for a label): the path names
+    // the call, the text is what its result says was written.
+    let written = pairs.iter().find(|(k, v)| path_argument(k, v)).filter(|_| {
+        pairs.len() > 1
+            && pairs
+                .iter()
+                .filter(|(k, v)| !path_argument(k, v))
+                .all(|(k, v)| content_argument(k, v, limits.each))
+    });
     let args = match pairs.as_slice() {
+        _ if written.is_some() => {
+            clip_argument(written.map_or("", |(_, p)| p.as_str()), limits.single)
+        }
         [(_, v)] => clip_argument(v, limits.single),
         many => many
             .iter()

@@ -31,7 +31,7 @@ use shapes::*;
 
 use super::claims::claims;
 use super::frames::{crash_sites, frame_lines, raised_exceptions};
-use super::headings::{Columns, Sections};
+use super::headings::{separator, Columns, Sections};
 use super::outliers::outlier_rows;
 use super::text::{clip, occurrence_key, one_line, undecorated, words};
 
@@ -92,6 +92,40 @@ const ROOT_CRASH_SITE: i64 = 9;
 /// What a setting whose value is zero gives up (`evicted_keys:0` among a dump's
 /// counters): an untouched counter is rarely what the command was run for.
 const ZERO_PENALTY: i64 = 2;
+
+/// Most rows of a table whose every row is a key line ([`DATA_ROW`]); a longer one keeps
+/// the rows that stand out.
+const MAX_SMALL_TABLE_ROWS: usize = 12;
+/// Rank of a row of a small table: that of a setting.
+const DATA_ROW: i64 = 5;
+
+/// Whether `line` is a table row with a value: cells split by `|` or `│` (psql, box-drawn
+/// CLI tables), two of them filled, a digit in one, and no separator.
+fn table_row(line: &str) -> bool {
+    if separator(line) || line.chars().all(|c| "─│┼├┤┌┐└┘┬┴═║ +-|".contains(c))
+    {
+        return false;
+    }
+    let cells: Vec<&str> = line
+        .split(['|', '│'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    cells.len() >= 2
+        && cells
+            .iter()
+            .any(|c| c.chars().any(|ch| ch.is_ascii_digit()))
+}
+
+/// Whether `line` is a table's row-count footer (`(4 rows)`, `4 rows in set (0.01 sec)`):
+/// it counts the rows above it, which say what the query was for.
+fn table_footer(line: &str) -> bool {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)^\(?\d+ rows?\)?(?: in set)?(?: \([\d.]+ sec\))?$").expect("static regex")
+    })
+    .is_match(line)
+}
 
 /// What a manifest's schema header line gives up (see [`schema_header`]).
 const SCHEMA_HEADER_PENALTY: i64 = 3;
@@ -221,6 +255,9 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         .count();
     let log = stamped >= MIN_LOG_ROWS;
     let filled = lines.iter().filter(|l| !l.is_empty()).count();
+    // A query's few rows (`invoices | 18442907`) are what it was run for, each of them.
+    let table_rows = lines.iter().filter(|l| table_row(l)).count();
+    let small_table = (1..=MAX_SMALL_TABLE_ROWS).contains(&table_rows);
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -245,7 +282,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         if listed {
             under_failures = Some(true);
         }
-        if claims().is_match(line) {
+        if claims().is_match(line) || table_footer(line) {
             continue;
         }
         let scored = score_line(line);
@@ -274,10 +311,13 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
             // A row that stands out is a candidate whatever its cells look like
             // (`r3 | streaming | 1843 MB | 00:04:17` has no setting or version in it).
             // A data row: it has a value in it.
-            scored.or_else(|| {
-                (outliers.contains_key(&position) && line.contains(|c: char| c.is_ascii_digit()))
+            scored
+                .or_else(|| {
+                    (outliers.contains_key(&position)
+                        && line.contains(|c: char| c.is_ascii_digit()))
                     .then_some((OUTLIER_ROW, false))
-            })
+                })
+                .or_else(|| (small_table && table_row(line)).then_some((DATA_ROW, false)))
         }) else {
             continue;
         };

@@ -575,6 +575,13 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
         if literal(value) {
             let s = 6 + if constant_name(name) { 2 } else { 0 } + i64::from(numeric(value));
             take(s, false, &mut best);
+        } else if flow_mapping(value) {
+            // `OPTIONS = {"visibility_timeout": 3600, "max_retries": 3}`: a row of settings.
+            take(
+                6 + if constant_name(name) { 2 } else { 0 },
+                false,
+                &mut best,
+            );
         }
     } else if let Some(c) = key_value()
         .captures(line)

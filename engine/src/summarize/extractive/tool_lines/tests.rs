@@ -383,6 +383,12 @@ fn labels_are_short_and_parse_back() {
         &serde_json::json!({"path": "feature-promo/src/main/res/layout/promo_item_5.xml.bak"}),
     );
     assert!(l.ends_with("layout/promo_item_5.xml.bak)"), "{l}");
+    // A file name longer than the room stays whole; a write is named by its path.
+    let l = call_label(
+        "write_file",
+        &serde_json::json!({"content": "ALTER TABLE invoices ADD COLUMN tenant_id text;\nALTER TABLE x;", "path": "db/migrations/0047_add_tenant_id_to_invoices.up.sql"}),
+    );
+    assert_eq!(l, "write_file(…0047_add_tenant_id_to_invoices.up.sql)");
     // A long label rolled over from an earlier checkpoint is cut back; a short one stays.
     let long = call_label_long(
         "run_command",
@@ -547,4 +553,20 @@ fn a_threshold_is_a_key_line_and_a_block_header_is_not() {
     let lines = key_lines(template);
     assert!(lines[0].text.contains("0.015"), "{lines:?}");
     assert!(!lines.iter().any(|k| k.text.ends_with(": |")), "{lines:?}");
+}
+
+#[test]
+fn an_assignment_of_a_mapping_of_literals_is_a_setting() {
+    let settings = "CELERY_TASK_ACKS_LATE = True\nCELERY_BROKER_TRANSPORT_OPTIONS = {\"visibility_timeout\": 3600, \"max_retries\": 3}\nlogger = get_logger(name)";
+    let lines = texts(settings);
+    assert!(lines.iter().any(|l| l.contains("3600")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("logger")), "{lines:?}");
+}
+
+#[test]
+fn a_row_count_footer_is_no_key_line() {
+    let table = " relname       | n_live\n---------------+----------\n invoices      |  18442907\n invoice_lines |  61203118\n(2 rows)";
+    let lines = texts(table);
+    assert!(!lines.iter().any(|l| l.contains("rows)")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("18442907")), "{lines:?}");
 }
