@@ -54,6 +54,9 @@ pub struct Later {
     /// A tool call follows the covered span: its last command and file in flight are no
     /// longer the last.
     pub calls: bool,
+    /// A call that runs a command follows the covered span: its last command is no longer
+    /// the last (a file read after it leaves it the last one).
+    pub commands: bool,
 }
 
 impl Later {
@@ -63,6 +66,10 @@ impl Later {
         Later {
             request: kept.iter().any(|e| e.message.role == Role::User),
             calls: kept.iter().any(|e| !e.message.tool_calls.is_empty()),
+            commands: kept
+                .iter()
+                .flat_map(|e| e.message.tool_calls.iter())
+                .any(|c| extractive::runs_a_command(&c.arguments)),
         }
     }
 }

@@ -17,8 +17,8 @@ use super::text::{
     sentences, verification,
 };
 use super::tool_lines::{
-    argument_strings, call_label, call_label_long, edited_settings, key_lines, setting, top_lines,
-    KeyLine, MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
+    argument_strings, call_label, call_label_long, edited_settings, key_lines, runs_a_command,
+    setting, shortened_label, top_lines, KeyLine, MAX_LINES_PER_RESULT, MAX_LINE_CHARS,
 };
 use super::updates::values;
 use super::{user_rank, Breakage, Item, Section, LINE_JOINER, MAX_SENTENCE_CHARS};
@@ -49,7 +49,7 @@ const MAX_RESTATED: usize = 4;
 /// Rank of the newest request's parts: the task comes first.
 const REQUEST_SCORE: i64 = 200;
 /// Rank of the last command's lines.
-const COMMAND_SCORE: i64 = 150;
+pub(super) const COMMAND_SCORE: i64 = 150;
 /// Rank of the file in flight: above the last command's lines (a short line, and "which
 /// file were you editing?" is the first thing a resumed agent needs after the request).
 const IN_FLIGHT_SCORE: i64 = 190;
@@ -140,6 +140,9 @@ pub(super) fn collect(
     let mut last_call_message = None;
     let mut newest_of_tool = HashMap::new();
     let mut in_flight: Option<(usize, String)> = None;
+    // The newest call that ran a command (message, call): what "the last command" is when
+    // file reads followed it.
+    let mut last_command: Option<(usize, &ctxbench_adapters::ToolCall)> = None;
     for (i, m) in messages.iter().enumerate() {
         if m.role != Role::Assistant || m.tool_calls.is_empty() {
             continue;
@@ -148,6 +151,9 @@ pub(super) fn collect(
         last_call_message = Some(i);
         let mut touched = Vec::new();
         for call in &m.tool_calls {
+            if runs_a_command(&call.arguments) {
+                last_command = Some((i, call));
+            }
             labels.insert(call.id.as_str(), call_label(&call.name, &call.arguments));
             newest_of_tool.insert(call.name.as_str(), call);
             last_calls.push(call.id.as_str());
@@ -168,13 +174,39 @@ pub(super) fn collect(
         last_calls.clear();
         last_call_message = None;
     }
+    // …and a later command is the last one.
+    let last_command = last_command.filter(|(i, c)| {
+        !req.later.commands
+            && !(Some(*i) == last_call_message && last_calls.contains(&c.id.as_str()))
+    });
+    let mut commands = last_calls.clone();
+    commands.extend(last_command.map(|(_, c)| c.id.as_str()));
+    // A previous checkpoint's last command is history once a newer one ran.
+    let newer_command = req.later.commands
+        || messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .any(|c| runs_a_command(&c.arguments));
+    if newer_command {
+        items.retain(|it| !(it.tag == "command" && it.text.is_empty()));
+        for it in items.iter_mut().filter(|it| it.tag == "command") {
+            it.tag = "tool";
+            it.section = Section::ToolLines;
+            it.score -= COMMAND_SCORE - 30;
+            it.whole = false;
+            it.label = it.label.as_deref().map(shortened_label);
+        }
+    }
     let last_batch = last_call_message
         .into_iter()
         .flat_map(|i| messages[i].tool_calls.iter());
     let newest_of_tool = newest_of_tool
         .into_values()
         .filter(|_| req.target_tokens >= LONG_LABELS_FROM_TOKENS);
-    for call in newest_of_tool.chain(last_batch) {
+    for call in newest_of_tool
+        .chain(last_batch)
+        .chain(last_command.map(|(_, c)| c))
+    {
         labels.insert(
             call.id.as_str(),
             call_label_long(&call.name, &call.arguments),
@@ -241,7 +273,7 @@ pub(super) fn collect(
                     .get(id)
                     .cloned()
                     .unwrap_or_else(|| "result()".to_string());
-                let command = last_calls.contains(&id);
+                let command = commands.contains(&id);
                 if sentences(&m.content).iter().any(|s| claims().is_match(s)) {
                     seq += 1;
                     items.push(Item::omission(turn, "tool", seq, source));
@@ -332,9 +364,19 @@ pub(super) fn collect(
                 for call in &m.tool_calls {
                     edited.extend(edited_settings(&call.arguments));
                 }
-                if Some(i) == last_call_message {
+                let command_calls: Vec<&ctxbench_adapters::ToolCall> =
+                    if Some(i) == last_call_message {
+                        m.tool_calls.iter().collect()
+                    } else {
+                        last_command
+                            .filter(|(k, _)| *k == i)
+                            .map(|(_, c)| c)
+                            .into_iter()
+                            .collect()
+                    };
+                {
                     // The last command itself (its results join its line).
-                    for call in &m.tool_calls {
+                    for call in command_calls {
                         seq += 1;
                         items.push(Item {
                             section: Section::Task,

@@ -65,7 +65,7 @@ pub(crate) use novelty::Vocabulary;
 pub(crate) use rules::is_clear_rule;
 pub(crate) use text::archive_refs as archive_ref_pattern;
 pub use text::sentences;
-pub(crate) use tool_lines::argument_strings;
+pub(crate) use tool_lines::{argument_strings, runs_a_command};
 
 /// Whether a sentence names a concrete value (a number, a path, an identifier, a quoted
 /// string): what the model strategy checks its summary kept (`model::carry`).

@@ -7,6 +7,7 @@
 //! dropped (the files line keeps it).
 
 use super::answers::{answer_score, INFORMATIVE_ANSWER};
+use super::collect::COMMAND_SCORE;
 use super::rules::listed_with_rules;
 use super::text::{occurrence_key, sentences, unlabelled};
 use super::tool_lines::{key_lines, shortened_label};
@@ -64,24 +65,53 @@ pub(super) fn previous(summary: &str, seq: &mut usize) -> Previous {
                     .map(str::to_string),
             ),
             "in-flight" => {}
-            "tool" | "command" => {
-                let Some((label, lines)) = body.split_once("): ") else {
-                    continue;
+            tag @ ("tool" | "command") => {
+                // The last command stays the last command until a newer one is run
+                // (`collect` demotes it then): its whole invocation, as task state.
+                let command = tag == "command";
+                let (label, lines) = match body.split_once("): ") {
+                    Some((label, lines)) => (format!("{label})"), lines),
+                    None if command && body.ends_with(')') => (body.to_string(), ""),
+                    None => continue,
                 };
+                if command {
+                    *seq += 1;
+                    out.items.push(Item {
+                        section: Section::Task,
+                        turn,
+                        tag: "command",
+                        seq: *seq,
+                        text: String::new(),
+                        score: COMMAND_SCORE + 20,
+                        source,
+                        label: Some(label.clone()),
+                        group: None,
+                        whole: true,
+                        routine: false,
+                    });
+                }
                 for text in lines.split(joiner).filter(|t| !t.trim().is_empty()) {
                     *seq += 1;
                     let rank = key_lines(unlabelled(text)).first().map_or(5, |k| k.score);
                     out.items.push(Item {
-                        section: Section::ToolLines,
+                        section: if command {
+                            Section::Task
+                        } else {
+                            Section::ToolLines
+                        },
                         turn,
-                        tag: "tool",
+                        tag: if command { "command" } else { "tool" },
                         seq: *seq,
                         text: text.to_string(),
-                        score: 30 + 5 * rank + SURVIVED_BONUS,
+                        score: if command { COMMAND_SCORE } else { 30 } + 5 * rank + SURVIVED_BONUS,
                         source,
-                        label: Some(shortened_label(&format!("{label})"))),
+                        label: Some(if command {
+                            label.clone()
+                        } else {
+                            shortened_label(&label)
+                        }),
                         group: Some(format!("tool:{}", occurrence_key(unlabelled(text)))),
-                        whole: false,
+                        whole: command,
                         routine: false,
                     });
                 }

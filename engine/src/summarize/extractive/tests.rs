@@ -411,7 +411,12 @@ fn the_newest_request_survives_with_all_its_parts_and_the_task_state() {
         s.contains("[21 command] edit_file(crates/loader/src/lib.rs): ok"),
         "{s}"
     );
-    assert!(s.contains("[21 tool] run(cargo test -p loader): "), "{s}");
+    // The edit is the last call; the test run, the last command (what "what did you run
+    // last?" asks about).
+    assert!(
+        s.contains("[21 command] run(cargo test -p loader): "),
+        "{s}"
+    );
     assert!(
         s.contains("(historical) test result: FAILED. 13 passed; 1 failed"),
         "{s}"
@@ -459,12 +464,56 @@ fn a_later_turn_in_the_tail_makes_the_covered_task_state_history() {
     let later = Later {
         request: true,
         calls: true,
+        commands: false,
     };
     let s = run_later(msgs, turns, 350, &[], Breakage::default(), later);
     // The request is what the user said now, the command one more tool result.
     assert!(!s.contains("request]") && !s.contains("command]"), "{s}");
     assert!(!s.contains("in-flight]"), "{s}");
     assert!(s.contains("0.9.1"), "{s}");
+}
+
+#[test]
+fn the_last_command_stays_the_last_command_when_file_reads_follow_it() {
+    let mut msgs = vec![Message::user(
+        "Hammer the deadline test, 50 runs with race on.",
+    )];
+    let cmd = "go test ./internal/quote/... -run TestQuoteDeadline -count=50 -race";
+    msgs.extend([
+        calls(vec![call(
+            "c1",
+            "bash",
+            serde_json::json!({ "command": cmd }),
+        )]),
+        Message::tool_result(
+            "c1",
+            "--- FAIL: TestQuoteDeadline: 3/50 iterations returned DeadlineExceeded\nFAIL",
+        ),
+        Message::assistant("Still failing a few iterations."),
+    ]);
+    let mut turns = vec![1; 4];
+    work(2, 12, &mut msgs, &mut turns);
+    // Reads in the retained tail leave it the last command; a later command does not.
+    let reads = Later {
+        request: true,
+        calls: true,
+        commands: false,
+    };
+    let s = run_later(
+        msgs.clone(),
+        turns.clone(),
+        450,
+        &[],
+        Breakage::default(),
+        reads,
+    );
+    assert!(s.contains(&format!("[1 command] bash({cmd})")), "{s}");
+    let ran = Later {
+        commands: true,
+        ..reads
+    };
+    let s = run_later(msgs, turns, 450, &[], Breakage::default(), ran);
+    assert!(!s.contains("command]"), "{s}");
 }
 
 #[test]

@@ -121,6 +121,46 @@ fn clip_command(v: &str, max: usize) -> String {
     format!("{head}…{}", tail.trim_start())
 }
 
+/// Whether a call runs a command (a shell line, a CLI, a test run) rather than only
+/// reading or writing a file: the "last command" a resumed agent is asked about is the
+/// last thing it ran, not the file it opened after it. A call whose every argument is a
+/// path, written text or a line number is a file operation; a call without arguments is
+/// none either.
+pub fn runs_a_command(arguments: &serde_json::Value) -> bool {
+    let serde_json::Value::Object(o) = arguments else {
+        return matches!(arguments, serde_json::Value::String(s) if !s.is_empty());
+    };
+    o.iter().any(|(k, v)| {
+        let key = k.to_ascii_lowercase();
+        let command_key = matches!(
+            key.as_str(),
+            "command" | "cmd" | "script" | "args" | "argv" | "commandline" | "command_line"
+        );
+        let position = matches!(
+            key.as_str(),
+            "start"
+                | "end"
+                | "offset"
+                | "limit"
+                | "line"
+                | "lines"
+                | "start_line"
+                | "end_line"
+                | "encoding"
+        );
+        match (v.as_str(), scalar(v)) {
+            _ if command_key => !v.is_null(),
+            (Some(raw), Some(text)) => {
+                !position
+                    && !text.is_empty()
+                    && !path_argument(k, &text)
+                    && !content_argument(k, raw, 0)
+            }
+            _ => false,
+        }
+    })
+}
+
 /// Whether an argument names a file: one word, with a `/` or under a key that says so.
 fn path_argument(key: &str, value: &str) -> bool {
     let key = key.to_ascii_lowercase();

@@ -25,7 +25,7 @@ mod shapes;
 #[cfg(test)]
 mod tests;
 
-pub use labels::{call_label, call_label_long, shortened_label};
+pub use labels::{call_label, call_label_long, runs_a_command, shortened_label};
 pub(super) use shapes::key_value;
 use shapes::*;
 
