@@ -47,6 +47,15 @@ fn threshold() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"(?:[<>]=?|==|!=)\s*-?\d").expect("static regex"))
 }
 
+/// An XML element on one line with text only: `<name attr="…">value</name>`.
+fn xml_element() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"^<([A-Za-z][\w.\-:]*)(?:\s[^<>]*)?>([^<>]{1,80})</([A-Za-z][\w.\-:]*)>$")
+            .expect("static regex")
+    })
+}
+
 /// A measurement under a label of a few words, a parenthesis allowed (`p99 latency (first
 /// run, 64 concurrent): 412ms`, `Total Blocking Time: 910 ms`): a benchmark's or a
 /// profiler's result line.
@@ -606,6 +615,13 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
         }
     } else if let Some((_, value)) = directive(line) {
         take(5 + i64::from(numeric(value)), false, &mut best);
+    } else if let Some(c) = xml_element().captures(line) {
+        // `<version>3.2.1</version>`, `<string>com.acme.sync</string>`: an element holding
+        // a literal is a setting of an XML file (a POM, a plist, a .csproj).
+        let value = c[2].trim();
+        if !value.is_empty() && words(value) <= 4 {
+            take(5 + i64::from(numeric(value)), false, &mut best);
+        }
     }
     if best == 0 && labelled_measure().is_match(line) {
         take(7, false, &mut best);

@@ -570,3 +570,22 @@ fn a_row_count_footer_is_no_key_line() {
     assert!(!lines.iter().any(|l| l.contains("rows)")), "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("18442907")), "{lines:?}");
 }
+
+#[test]
+fn an_xml_element_holding_a_literal_is_a_setting() {
+    let pom = "<project>\n  <parent>\n    <artifactId>spring-boot-starter-parent</artifactId>\n    <version>3.2.5</version>\n  </parent>\n  <description>The settlement service, with a long prose description here</description>\n</project>";
+    let lines = texts(pom);
+    assert!(
+        lines.iter().any(|l| l.contains("<version>3.2.5</version>")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("<description>")),
+        "{lines:?}"
+    );
+    assert!(key_lines(
+        "<string>com.fieldnotes.sync.refresh</string>\n<key>UIBackgroundModes</key>\n<array>"
+    )
+    .iter()
+    .any(|k| k.text.contains("com.fieldnotes.sync.refresh")));
+}
