@@ -117,6 +117,26 @@ fn table_row(line: &str) -> bool {
             .any(|c| c.chars().any(|ch| ch.is_ascii_digit()))
 }
 
+/// The number of fields of a CSV result: every non-empty line has the same number (two or
+/// more) of comma-separated fields, and there are at least two lines.
+fn csv_columns(lines: &[&str]) -> Option<usize> {
+    let mut filled = lines.iter().filter(|l| !l.is_empty());
+    let n = filled.next()?.split(',').count();
+    let mut rows = 1;
+    for l in filled {
+        if l.split(',').count() != n {
+            return None;
+        }
+        rows += 1;
+    }
+    (n >= 2 && rows >= 2).then_some(n)
+}
+
+/// Whether `line` is a CSV data row of `n` fields with a value (a digit) in one.
+fn csv_row(line: &str, n: usize) -> bool {
+    line.split(',').count() == n && line.chars().any(|c| c.is_ascii_digit())
+}
+
 /// Whether `line` is a table's row-count footer (`(4 rows)`, `4 rows in set (0.01 sec)`):
 /// it counts the rows above it, which say what the query was for.
 fn table_footer(line: &str) -> bool {
@@ -256,7 +276,11 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
     let log = stamped >= MIN_LOG_ROWS;
     let filled = lines.iter().filter(|l| !l.is_empty()).count();
     // A query's few rows (`invoices | 18442907`) are what it was run for, each of them.
-    let table_rows = lines.iter().filter(|l| table_row(l)).count();
+    let csv = csv_columns(&lines);
+    let table_rows = lines
+        .iter()
+        .filter(|l| table_row(l) || csv.is_some_and(|n| csv_row(l, n)))
+        .count();
     let small_table = (1..=MAX_SMALL_TABLE_ROWS).contains(&table_rows);
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
@@ -317,7 +341,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
                         && line.contains(|c: char| c.is_ascii_digit()))
                     .then_some((OUTLIER_ROW, false))
                 })
-                .or_else(|| (small_table && table_row(line)).then_some((DATA_ROW, false)))
+                .or_else(|| {
+                    (small_table && (table_row(line) || csv.is_some_and(|n| csv_row(line, n))))
+                        .then_some((DATA_ROW, false))
+                })
         }) else {
             continue;
         };

@@ -589,3 +589,15 @@ fn an_xml_element_holding_a_literal_is_a_setting() {
     .iter()
     .any(|k| k.text.contains("com.fieldnotes.sync.refresh")));
 }
+
+#[test]
+fn the_rows_of_a_small_csv_are_key_lines() {
+    let csv = "service,p99_ms,team\napi-gateway,450,platform\nauth-service,300,identity\nsearch,800,discovery";
+    let lines = texts(csv);
+    assert!(
+        lines.iter().any(|l| l == "auth-service,300,identity"),
+        "{lines:?}"
+    );
+    // Prose with commas is no CSV.
+    assert!(texts("We looked at it, twice, and it was fine.\nThen we left, early.").is_empty());
+}
