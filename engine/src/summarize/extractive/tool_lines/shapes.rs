@@ -47,6 +47,16 @@ fn threshold() -> &'static Regex {
     R.get_or_init(|| Regex::new(r"(?:[<>]=?|==|!=)\s*-?\d").expect("static regex"))
 }
 
+/// A state word that says something is not done or not well: pending, missing, out of
+/// sync, degraded, not ready, stale.
+fn unfinished_state() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(pending|missing|not applied|unapplied|out[ -]?of[ -]?sync|outdated|degraded|unhealthy|not ?ready|unavailable|stale|expired|drifted)\b")
+            .expect("static regex")
+    })
+}
+
 /// An XML element on one line with text only: `<name attr="…">value</name>`.
 fn xml_element() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
@@ -669,6 +679,11 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
     }
     if warning_line().is_match(line) && n <= 40 {
         take(4, false, &mut best);
+    }
+    if n <= 30 && unfinished_state().is_match(line) {
+        // A row whose state says it is not done (`Pending -- 0047_add_status.sql`, a
+        // `NotReady` node): among the listed ones that are, the one the work is about.
+        take(6, false, &mut best);
     }
     if n <= 30 && fields(line) >= 2 {
         take(

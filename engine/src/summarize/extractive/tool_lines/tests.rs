@@ -601,3 +601,10 @@ fn the_rows_of_a_small_csv_are_key_lines() {
     // Prose with commas is no CSV.
     assert!(texts("We looked at it, twice, and it was fine.\nThen we left, early.").is_empty());
 }
+
+#[test]
+fn the_pending_row_of_a_status_listing_ranks_first() {
+    let status = "Applied At                  Migration\n=======================================\nMon May 27 16:02:44 2024 -- 20240527155800_create_invoices.sql\nMon May 27 16:02:44 2024 -- 20240527160211_invoice_lines.sql\nTue Jun  4 10:21:07 2024 -- 20240604101955_invoice_currency.sql\nPending                  -- 20240611093012_add_invoice_status.sql";
+    let top = &key_lines(status)[0];
+    assert!(top.text.starts_with("Pending"), "{:?}", key_lines(status));
+}
