@@ -157,11 +157,15 @@ pub fn carried_lines(
     );
     // Whether a sentence is a statement worth carrying (a clear rule or a value), apart
     // from pointing at a call.
+    // A sentence routine apart from its numbers (`ok next: rerun the calibration section,
+    // cell 13`) is a loop's request even when its earlier rounds were summarized before:
+    // no clear rule, it is left to the model.
     let statement = |s: &str| {
         s.chars().count() <= MAX_CARRIED_CHARS
             && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
             && !claims().is_match(s)
             && !vocabulary.is_routine(s)
+            && !(vocabulary.is_routine(&without_numbers(s)) && !is_clear_rule(s))
             && (is_clear_rule(s) || names_a_value(s))
     };
     if let Some(prev) = request.previous.and_then(|p| p.summary.as_deref()) {
@@ -189,7 +193,13 @@ pub fn carried_lines(
             .flat_map(|e| e.message.tool_calls.iter())
             .flat_map(|c| argument_strings(&c.arguments))
             .collect();
-        for s in sentences(&content) {
+        let list = sentences(&content);
+        // The lead-in of a list of questions ("Answer each question …:") only says how to
+        // answer them.
+        let lead_in = list.len() >= 2
+            && list[0].trim_end().ends_with(':')
+            && list[1..].iter().all(|q| q.trim_end().ends_with('?'));
+        for s in list.into_iter().skip(usize::from(lead_in)) {
             let s = s.trim().to_string();
             if !pointer(&s, &acted) && statement(&s) {
                 push(format!("turn {turn} · user"), s, &mut candidates);
@@ -242,6 +252,18 @@ pub fn carried_lines(
 
 fn render(c: &Candidate) -> String {
     format!("- [{}] {}", c.head, c.text)
+}
+
+/// `s` with its numbers taken out (a number is a word of its own to the vocabulary).
+fn without_numbers(s: &str) -> String {
+    s.split_whitespace()
+        .filter(|w| {
+            !w.trim_matches(|c: char| !c.is_alphanumeric())
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Lowercase, numbers masked: sentences that differ only in their numbers share it.

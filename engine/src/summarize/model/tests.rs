@@ -665,3 +665,42 @@ fn what_the_previous_summary_held_and_the_rewrite_lost_is_carried_forward() {
         "{next}"
     );
 }
+
+#[test]
+fn a_loop_request_and_a_probe_lead_in_are_not_carried() {
+    let mut entries = Vec::new();
+    for cell in 4..=13 {
+        let m = Message::user(format!(
+            "ok next: rerun the calibration section, cell {cell}"
+        ));
+        entries.push(Entry {
+            hash: m.content_hash(),
+            message: m,
+        });
+    }
+    let m = Message::user(
+        "Answer each question from what you know so far; say \"unknown\" if you don't know:\n1. Which port does billing use?\n2. What is the timeout?",
+    );
+    entries.push(Entry {
+        hash: m.content_hash(),
+        message: m,
+    });
+    let m = Message::user("For the campaign flag anyone whose churn probability is at least 0.35.");
+    entries.push(Entry {
+        hash: m.content_hash(),
+        message: m,
+    });
+    let f = Fixture {
+        entries,
+        ..Fixture::new()
+    };
+    let turns: Vec<usize> = (1..=12).collect();
+    let req = SummaryRequest {
+        turn_numbers: &turns,
+        ..f.request(None)
+    };
+    let carried = super::carry::carried_lines(&req, &valid_text(), 400).join("\n");
+    assert!(carried.contains("at least 0.35"), "{carried}");
+    assert!(!carried.contains("calibration"), "{carried}");
+    assert!(!carried.contains("Answer each question"), "{carried}");
+}
