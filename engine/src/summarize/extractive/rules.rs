@@ -28,6 +28,21 @@ fn strong() -> &'static Regex {
     })
 }
 
+/// `nobody wants`, `no one knows`: a state of mind, not a prohibition (`nobody restarts
+/// the gateway` is one).
+fn mental_state() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?i)\b(?:nobody|no one|no-one) (?:wants|knows|cares|likes|remembers|understands|reads|thinks|seems|notices|expects|believes|minds)\b")
+            .expect("static regex")
+    })
+}
+
+/// `sentence` with its [`mental_state`] phrases neutralised.
+fn without_mental_states(sentence: &str) -> std::borrow::Cow<'_, str> {
+    mental_state().replace_all(sentence, "people")
+}
+
 /// A directive opening: the sentence itself is an instruction.
 fn directive_opening() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
@@ -98,7 +113,7 @@ fn standing() -> &'static Regex {
 fn restriction() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)\bonly (?:[a-z]+ )?(on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b|\b(?:and|but|or) nothing else\b|\bnothing but\b")
+        Regex::new(r"(?i)\bonly (?:[a-z]+ )?(on|in|for|from|via|with|after|before|during|between|when|if|by|through)\b|\b(?:and|but|or) nothing else\b|\bnothing but\b|\bonly ever\b")
             .expect("static regex")
     })
 }
@@ -109,7 +124,7 @@ fn restriction() -> &'static Regex {
 fn emphasis() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b|\b(?:the (?:one|only|main|key|big|important) thing (?:that )?(?:\w+ ){0,6}?(?:matters|counts)|what (?:really |actually )?matters(?: most)? (?:is|here)|the important (?:part|bit|thing) is|(?:the )?most important (?:one|thing|part|bit|rule)|(?:the )?key (?:point|rule|constraint))\b")
+        Regex::new(r"(?i)^(?:and |but |also |so )?(?:most importantly|more importantly|above all|crucially|critically|first and foremost|importantly)\b|\b(?:the (?:one|only|main|key|big|important) thing (?:that )?(?:\w+ ){0,6}?(?:matters|counts)|what (?:really |actually )?matters(?: most)? (?:is|here)|the important (?:part|bit|thing) is|(?:the )?most important (?:one|thing|part|bit|rule)|(?:the )?key (?:point|rule|constraint)|(?:this|that|it) is (?:really |very |super )?(?:important|critical|crucial))\b|\bimportant\s*:")
             .expect("static regex")
     })
 }
@@ -194,7 +209,9 @@ pub fn rule_strength(sentence: &str) -> u32 {
         return 0;
     }
     let mut s = 0i32;
-    if strong().is_match(sentence) || labelled_rule().is_match(sentence.trim_start()) {
+    if strong().is_match(&without_mental_states(sentence))
+        || labelled_rule().is_match(sentence.trim_start())
+    {
         s += 3;
     }
     // A directive may open the sentence or any of its clauses (`…; do not change it`).
@@ -246,7 +263,7 @@ pub fn rule_strength(sentence: &str) -> u32 {
 /// subject ("All …", "Each …"), `needs` or a scope word alone is weak evidence: ordinary
 /// prose is full of them.
 fn strong_structure(sentence: &str) -> bool {
-    strong().is_match(sentence)
+    strong().is_match(&without_mental_states(sentence))
         || labelled_rule().is_match(sentence.trim_start())
         || bound(sentence)
         || standing().is_match(sentence)
@@ -345,6 +362,10 @@ mod tests {
         assert!(!is_clear_rule(
             "The slowness has to do with the cold cache."
         ));
+        let important = "also, and this is important: whatever happens only ever select the stg-euw1 workspace, prod-use1 is frozen until the audit wraps up.";
+        assert!(is_clear_rule(important), "{}", rule_strength(important));
+        let wish = "Marco's laptop died last month and we lost a day reconstructing the state, and nobody wants that again.";
+        assert!(!is_clear_rule(wish), "{}", rule_strength(wish));
         let exclusive = "Per path scan hoisted most important one: the output stays partitioned by event_date and nothing else, the Athena tables break with any other layout.";
         assert!(is_clear_rule(exclusive), "{}", rule_strength(exclusive));
         for s in [
