@@ -176,8 +176,8 @@ pub(super) fn collect(
     }
     // …and a later command is the last one.
     let last_command = last_command.filter(|(i, c)| {
-        !req.later.commands
-            && !(Some(*i) == last_call_message && last_calls.contains(&c.id.as_str()))
+        let in_last_batch = Some(*i) == last_call_message && last_calls.contains(&c.id.as_str());
+        !(req.later.commands || in_last_batch)
     });
     let mut commands = last_calls.clone();
     commands.extend(last_command.map(|(_, c)| c.id.as_str()));

@@ -165,7 +165,7 @@ pub fn carried_lines(
             && !s.trim_end_matches(['"', '\'', ')']).ends_with('?')
             && !claims().is_match(s)
             && !vocabulary.is_routine(s)
-            && !(vocabulary.is_routine(&without_numbers(s)) && !is_clear_rule(s))
+            && (is_clear_rule(s) || !vocabulary.is_routine(&without_numbers(s)))
             && (is_clear_rule(s) || names_a_value(s))
     };
     if let Some(prev) = request.previous.and_then(|p| p.summary.as_deref()) {
