@@ -28,7 +28,7 @@ fn decision() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to|settle on|settling on)\b|^(?:(?:so|then|and|but|ok|okay|thus|hence|net|in short|tl;?dr)[,:]?\s+)?(?:the )?(?:root cause|cause|fix|decision|conclusion|diagnosis|finding|verdict|outcome|plan|choice|culprit|(?:current )?task|next steps?|status)s?(?:\s+[\w-]+){0,3}\s*:",
+            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to|settle on|settling on)\b|^(?:so|then|instead|from here),? we (?:should |can |could |need to )?(?:key|use|keep|move|switch|pin|drop|add|split|wrap|route|run|go|make|store|cache|retry|limit|cap|set)\b|^(?:(?:so|then|and|but|ok|okay|thus|hence|net|in short|tl;?dr)[,:]?\s+)?(?:the )?(?:root cause|cause|fix|decision|conclusion|diagnosis|finding|verdict|outcome|plan|choice|culprit|(?:current )?task|next steps?|status)s?(?:\s+[\w-]+){0,3}\s*:",
         )
         .expect("static regex")
     })
@@ -173,6 +173,7 @@ mod tests {
         for led in [
             "So root cause: identity-api writes every session key with no TTL.",
             "Then fix: give session keys an expiry at write time.",
+            "So we key the limiter on the X-Api-Key header, falling back to the first hop.",
         ] {
             let score = answer_score(led, true, false);
             assert!(score >= Some(INFORMATIVE_ANSWER), "{led}: {score:?}");

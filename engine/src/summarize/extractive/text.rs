@@ -154,10 +154,19 @@ pub fn sentences(text: &str) -> Vec<String> {
         cur.push(c);
         // A spaced ellipsis (`CREATE TYPE ... AS ENUM`) elides words mid-sentence; it
         // ends nothing.
+        // A macro's bang before lower-case text (`the select! loop breaks`) ends nothing.
+        let macro_bang = c == '!' && {
+            let before = cur.chars().rev().nth(1);
+            let mut ahead = chars.clone();
+            before.is_some_and(|b| b.is_alphanumeric() || b == '_')
+                && ahead.next().is_some_and(char::is_whitespace)
+                && ahead.next().is_some_and(char::is_lowercase)
+        };
         let terminated = matches!(c, '.' | '!' | '?')
             && chars.peek().is_none_or(|n| n.is_whitespace())
             && !list_marker().is_match(cur.trim())
-            && !(cur.ends_with(" ...") && chars.peek().is_some());
+            && !(cur.ends_with(" ...") && chars.peek().is_some())
+            && !macro_bang;
         // A heading before a colon ("Context from the ticket: The …") is a sentence of its
         // own when a capitalised sentence follows it: a routine heading then repeats as
         // itself, and what follows ranks on its own.
@@ -550,6 +559,15 @@ mod tests {
         assert_eq!(
             sentences("Never CREATE TYPE ... AS ENUM here. Wait... Then go."),
             vec!["Never CREATE TYPE ... AS ENUM here.", "Wait...", "Then go."]
+        );
+        // A macro's bang is no stop; an exclamation is.
+        assert_eq!(
+            sentences("Root cause: the select! loop breaks early. Great! Then go."),
+            vec![
+                "Root cause: the select! loop breaks early.",
+                "Great!",
+                "Then go."
+            ]
         );
     }
 
