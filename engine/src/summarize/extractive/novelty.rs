@@ -189,7 +189,11 @@ impl Vocabulary {
                 return cut_at(common_run);
             }
             let mut ws = words(token).peekable();
-            if ws.peek().is_none() || !ws.all(|w| self.common(&w)) {
+            if ws.peek().is_none() {
+                // A one-letter word or a dash (`a`, `—`) is neither the lead's nor the text's.
+                continue;
+            }
+            if !ws.all(|w| self.common(&w)) {
                 if opens_capitalised && common_run >= MIN_LOWER_LEAD {
                     let mut k = common_run;
                     while k > common_run.saturating_sub(MAX_KEPT_FUNCTION_WORDS)
@@ -335,6 +339,12 @@ mod tests {
         assert_eq!(
             v.without_routine_lead(lower),
             "the quota of every tenant has to stay below 90."
+        );
+        // A one-letter word in the lead does not end it.
+        let with_a = "The handler checks the cache a Changed my mind: use the critical gate only.";
+        assert_eq!(
+            v.without_routine_lead(with_a),
+            "Changed my mind: use the critical gate only."
         );
         let short_lead = "The handler checks oh and the gateway stays up until 18:00 today.";
         assert_eq!(v.without_routine_lead(short_lead), short_lead);

@@ -137,6 +137,16 @@ fn csv_row(line: &str, n: usize) -> bool {
     line.split(',').count() == n && line.chars().any(|c| c.is_ascii_digit())
 }
 
+/// Whether `line` opens a mapping and sets nothing itself (`batch/logs:`, `"server":`,
+/// `- tail_sampling:`): its settings are the lines under it.
+fn mapping_header(line: &str) -> bool {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r#"^(?:-\s+)?["']?[\w./\-]+["']?\s*:\s*\{?$"#).expect("static regex")
+    })
+    .is_match(line)
+}
+
 /// Whether `line` is a table's row-count footer (`(4 rows)`, `4 rows in set (0.01 sec)`):
 /// it counts the rows above it, which say what the query was for.
 fn table_footer(line: &str) -> bool {
@@ -306,7 +316,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         if listed {
             under_failures = Some(true);
         }
-        if claims().is_match(line) || table_footer(line) {
+        if claims().is_match(line) || table_footer(line) || mapping_header(line) {
             continue;
         }
         let scored = score_line(line);

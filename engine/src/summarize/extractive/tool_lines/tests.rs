@@ -608,3 +608,11 @@ fn the_pending_row_of_a_status_listing_ranks_first() {
     let top = &key_lines(status)[0];
     assert!(top.text.starts_with("Pending"), "{:?}", key_lines(status));
 }
+
+#[test]
+fn a_mapping_header_is_no_key_line() {
+    let config = "processors:\n  batch/logs:\n    send_batch_size: 2048\n    timeout: 2s";
+    let lines = texts(config);
+    assert!(!lines.iter().any(|l| l.ends_with(':')), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("2048")), "{lines:?}");
+}
