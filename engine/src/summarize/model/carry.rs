@@ -222,11 +222,21 @@ pub fn carried_lines(
     let have = normalize(summary);
     let mut seen: Vec<String> = Vec::new();
     let mut missing: Vec<(u8, &Candidate)> = Vec::new();
+    let whole: Vec<String> = candidates.iter().map(|c| normalize(&c.text)).collect();
     for (i, c) in candidates.iter().enumerate() {
         let n = normalize(c.text.trim_end_matches(['.', '!', ';']));
+        // A statement an earlier summary cut short (`… owns that folder and…`) is the
+        // beginning of one carried whole: the whole one is carried, once.
+        let clipped = clipped_core(&c.text).map(|core| normalize(&core));
+        let beginning_of_another = clipped.as_ref().is_some_and(|core| {
+            whole
+                .iter()
+                .enumerate()
+                .any(|(k, w)| k != i && w.len() > core.len() && w.starts_with(core.as_str()))
+        });
         // A request repeated with other numbers is routine: the model's summary speaks for
         // it (carrying its occurrences would fill the room with the routine).
-        if repeated[i] || have.contains(&n) || seen.contains(&n) {
+        if repeated[i] || have.contains(&n) || seen.contains(&n) || beginning_of_another {
             continue;
         }
         seen.push(n);
@@ -252,6 +262,15 @@ pub fn carried_lines(
 
 fn render(c: &Candidate) -> String {
     format!("- [{}] {}", c.head, c.text)
+}
+
+/// What is left of a sentence a summary cut short (`… and…`, `… and….`): its text before
+/// the ellipsis; `None` when it was not cut.
+fn clipped_core(s: &str) -> Option<String> {
+    let t = s.trim_end().trim_end_matches('.');
+    let core = t.strip_suffix('…').or_else(|| t.strip_suffix("..."))?;
+    let core = core.trim_end();
+    (!core.is_empty()).then(|| core.to_string())
 }
 
 /// `s` with its numbers taken out (a number is a word of its own to the vocabulary).

@@ -704,3 +704,27 @@ fn a_loop_request_and_a_probe_lead_in_are_not_carried() {
     assert!(!carried.contains("calibration"), "{carried}");
     assert!(!carried.contains("Answer each question"), "{carried}");
 }
+
+#[test]
+fn a_statement_an_earlier_summary_cut_short_is_carried_once_whole() {
+    let prev = checkpoint(
+        Some(
+            "Summary of the earlier conversation:\n\
+             - Do NOT touch apps/billing/priv/repo/migrations, Priya's team owns that folder and….\n\
+             - [7 files] lib/a.ex"
+                .into(),
+        ),
+        None,
+    );
+    let message = Message::user(
+        "Do NOT touch apps/billing/priv/repo/migrations, Priya's team owns that folder and reviews every file in it.",
+    );
+    let f = Fixture::of(message);
+    let req = SummaryRequest {
+        turn_numbers: &[9],
+        ..f.request(Some(&prev))
+    };
+    let carried = super::carry::carried_lines(&req, &valid_text(), 400).join("\n");
+    assert_eq!(carried.matches("Priya's team owns").count(), 1, "{carried}");
+    assert!(carried.contains("reviews every file in it."), "{carried}");
+}
