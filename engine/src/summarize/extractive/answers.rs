@@ -28,11 +28,26 @@ fn decision() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to|settle on|settling on)\b|^(?:so|then|instead|from here),? we (?:should |can |could |need to )?(?:key|use|keep|move|switch|pin|drop|add|split|wrap|route|run|go|make|store|cache|retry|limit|cap|set)\b|^(?:(?:so|then|and|but|ok|okay|thus|hence|net|in short|tl;?dr)[,:]?\s+)?(?:the )?(?:root cause|cause|fix|decision|conclusion|diagnosis|finding|verdict|outcome|plan|choice|culprit|(?:current )?task|next steps?|status)s?(?:\s+[\w-]+){0,3}\s*:",
+            r"(?i)\b(decided|decision|decide|chose|chosen|choose|went with|go with|going with|settled|switched to|picked|agreed|recommend\w*|suggest\w*|propos\w+|opt for|opted|we will|we'll|i will use|i'll use|the plan is|my (pick|choice|vote)|i would (use|go|pick|choose|call)|i'd (use|go|pick|choose|call)|the (cause|reason|fix|answer|result|root cause|culprit|problem|issue|bug) (is|was)|(is|was|are|were) caused by|(is|was) due to|turned out|it comes down to|settle on|settling on)\b|^(?:so|then|instead|from here),? we (?:should |can |could |need to )?(?:key|use|keep|move|switch|pin|drop|add|split|wrap|route|run|go|make|store|cache|retry|limit|cap|set)\b",
         )
         .expect("static regex")
     })
 }
+
+/// A conclusion the agent labels as one (`Root cause: …`, `Fix: …`, `So the decision: …`):
+/// the agent's own marking of what the answer comes to, above the explanation around it.
+fn labelled_conclusion() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(
+            r"(?i)^(?:(?:so|then|and|but|ok|okay|thus|hence|net|in short|tl;?dr)[,:]?\s+)?(?:the )?(?:root cause|cause|fix|decision|conclusion|diagnosis|finding|verdict|outcome|plan|choice|culprit|recommendation|(?:current )?task|next steps?|status)s?(?:\s+[\w-]+){0,3}\s*:",
+        )
+        .expect("static regex")
+    })
+}
+
+/// What a [`labelled_conclusion`] gains over a decision said in passing.
+const LABELLED: i64 = 12;
 
 /// A stated reason (`because`, `so that`). Weak evidence on its own — ordinary prose
 /// explains itself too — so it adds a little rank to an informative sentence but never
@@ -72,7 +87,8 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
         return None;
     }
     let spec = i64::from(specifics(sentence).min(4));
-    let decided = decision().is_match(sentence) && !is_question(sentence);
+    let labelled = labelled_conclusion().is_match(sentence) && !is_question(sentence);
+    let decided = labelled || (decision().is_match(sentence) && !is_question(sentence));
     // A verification result ("All tests pass.") is short and names nothing, yet it is the
     // outcome of the work: kept (and framed as history by the caller).
     let verified = verification().is_match(sentence);
@@ -85,6 +101,9 @@ pub fn answer_score(sentence: &str, final_answer: bool, first: bool) -> Option<i
     score += spec * 10;
     if decided {
         score += 16;
+    }
+    if labelled {
+        score += LABELLED;
     }
     if verified {
         score += 14;
@@ -178,6 +197,10 @@ mod tests {
             let score = answer_score(led, true, false);
             assert!(score >= Some(INFORMATIVE_ANSWER), "{led}: {score:?}");
         }
+        // A labelled fix outranks the explanation around it, code names and all.
+        let fix = answer_score("Fix: Session inherits std::enable_shared_from_this<Session> and every async handler captures self = shared_from_this().", true, false);
+        let around = answer_score("The pool switches to `shared_ptr<Session>`; `reap()` additionally calls `socket_.cancel()` so pending reads complete with `operation_aborted`.", true, false);
+        assert!(fix > around, "{fix:?} {around:?}");
         let unlabelled = answer_score("So the cause of this remains open for now.", true, false);
         assert!(unlabelled < Some(INFORMATIVE_ANSWER), "{unlabelled:?}");
         // A diagnosis is a conclusion the user asked for, named or not.
