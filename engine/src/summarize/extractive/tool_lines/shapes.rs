@@ -633,6 +633,11 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
             take(5 + i64::from(numeric(value)), false, &mut best);
         }
     }
+    if best == 0 && line.starts_with('{') && flow_mapping(line) {
+        // `{"File": "scripts/seed.ts", "StartLine": 12}`: one record of a JSON listing
+        // (`jq -c`, a scanner's findings), its fields bound to their names.
+        take(6, false, &mut best);
+    }
     if best == 0 && labelled_measure().is_match(line) {
         take(7, false, &mut best);
     }

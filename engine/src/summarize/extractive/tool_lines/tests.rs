@@ -616,3 +616,15 @@ fn a_mapping_header_is_no_key_line() {
     assert!(!lines.iter().any(|l| l.ends_with(':')), "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("2048")), "{lines:?}");
 }
+
+#[test]
+fn a_json_record_of_literals_is_a_key_line() {
+    let findings = "[\n  {\"filename\": \"app/reports/export.py\", \"line_number\": 88, \"test_id\": \"B608\"},\n  {\"filename\": \"config/production.py\", \"line_number\": 14, \"test_id\": \"B105\"}\n]";
+    let lines = key_lines(findings);
+    assert!(
+        lines
+            .iter()
+            .any(|k| k.text.contains("B105") && k.score >= 6),
+        "{lines:?}"
+    );
+}
