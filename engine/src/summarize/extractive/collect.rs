@@ -473,7 +473,9 @@ pub(super) fn collect(
                     Vec::new()
                 };
                 if Some(i) == newest_user {
-                    let mut parts = request_parts(&m.content);
+                    let request_text = without_routine_sentences(&m.content, vocabulary);
+                    let request_sentences = sentences(&request_text);
+                    let mut parts = request_parts(&request_text);
                     if broken.first_part_only {
                         parts.truncate(1); // Mutant: the later parts are forgotten.
                     }
@@ -504,7 +506,9 @@ pub(super) fn collect(
                             limits.next().unwrap_or(0)
                         };
                         seq += 1;
-                        let key = sentence_list.get(k).map_or(part.as_str(), String::as_str);
+                        let key = request_sentences
+                            .get(k)
+                            .map_or(part.as_str(), String::as_str);
                         if claims().is_match(&part) || claims().is_match(key) {
                             items.push(Item::omission(turn, "request", seq, source));
                             continue;
@@ -633,6 +637,26 @@ pub(super) fn collect(
     }
 }
 
+/// `content` without its sentences made only of the session's everyday words (filler
+/// pasted around the request), unless that is all it says: the request's parts are then
+/// what the user asked, not the filler a part would otherwise open with.
+fn without_routine_sentences(content: &str, vocabulary: &Vocabulary) -> String {
+    let mut out = content.to_string();
+    let mut cut = false;
+    for s in sentences(content) {
+        if vocabulary.is_routine(&s) {
+            if let Some(at) = out.find(s.as_str()) {
+                out.replace_range(at..at + s.len(), "");
+                cut = true;
+            }
+        }
+    }
+    if !cut || out.trim().is_empty() {
+        return content.to_string();
+    }
+    out
+}
+
 /// Fewest lines of a user message that can hold a paste.
 const MIN_PASTE_LINES: usize = 3;
 /// Rank a line of pasted code gives up: below anything the user said in words.
@@ -715,5 +739,24 @@ mod tests {
             "Run it.",
             &["cargo test -p vault-sync --features bundled-off"]
         ));
+    }
+
+    #[test]
+    fn filler_sentences_are_no_part_of_the_newest_request() {
+        let mut text = String::new();
+        for v in ["passes", "merges", "records", "checks", "returns"] {
+            for o in ["cache", "value", "request", "branch", "test", "reason"] {
+                text.push_str(&format!("The module handler {v} the {o} before merging.\n"));
+            }
+        }
+        let vocabulary = super::Vocabulary::of([text.as_str()]);
+        let request = "The handler checks the cache before merging. Raise max_poll_records to 2000 in the consumer.";
+        assert_eq!(
+            super::without_routine_sentences(request, &vocabulary).trim(),
+            "Raise max_poll_records to 2000 in the consumer."
+        );
+        // Nothing but filler: the request stays what it was.
+        let all = "The handler checks the cache before merging.";
+        assert_eq!(super::without_routine_sentences(all, &vocabulary), all);
     }
 }
