@@ -22,7 +22,7 @@ fn strong() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|at all times|without exception|(is|are) required|required to|(?:nobody|no one|no-one) \w+s)\b|\b(?:nothing|nobody|no one|no-one)\b[^.;]{0,30}?\bever\b",
+            r"(?i)\b(must|mustn't|shall|shan't|never|mandatory|forbidden|prohibited|not (be )?(allowed|permitted)|under no circumstances|no matter what|at all times|without exception|(is|are) required|required to|(?:nobody|no one|no-one) \w+s)\b|\b(?:nothing|nobody|no one|no-one)\b[^.;]{0,30}?\bever\b",
         )
         .expect("static regex")
     })
@@ -362,6 +362,7 @@ mod tests {
         assert!(!is_clear_rule(
             "The slowness has to do with the cold cache."
         ));
+        assert!(is_clear_rule("the firmware target keeps -fno-exceptions and -fno-rtti no matter what, only the host unit tests are allowed exceptions"));
         let important = "also, and this is important: whatever happens only ever select the stg-euw1 workspace, prod-use1 is frozen until the audit wraps up.";
         assert!(is_clear_rule(important), "{}", rule_strength(important));
         let wish = "Marco's laptop died last month and we lost a day reconstructing the state, and nobody wants that again.";

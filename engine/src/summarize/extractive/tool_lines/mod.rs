@@ -292,6 +292,15 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         .filter(|l| table_row(l) || csv.is_some_and(|n| csv_row(l, n)))
         .count();
     let small_table = (1..=MAX_SMALL_TABLE_ROWS).contains(&table_rows);
+    // A whitespace table's rows under their header (`text data bss dec hex filename`):
+    // the header names them, so they are data as a piped table's are.
+    let headed_rows: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(p, l)| l.contains(|c: char| c.is_ascii_digit()) && columns.named(*p, l) != **l)
+        .map(|(p, _)| p)
+        .collect();
+    let small_headed = (1..=MAX_SMALL_TABLE_ROWS).contains(&headed_rows.len());
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -352,8 +361,10 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
                     .then_some((OUTLIER_ROW, false))
                 })
                 .or_else(|| {
-                    (small_table && (table_row(line) || csv.is_some_and(|n| csv_row(line, n))))
-                        .then_some((DATA_ROW, false))
+                    let row = (small_table
+                        && (table_row(line) || csv.is_some_and(|n| csv_row(line, n))))
+                        || (small_headed && headed_rows.contains(&position));
+                    row.then_some((DATA_ROW, false))
                 })
         }) else {
             continue;

@@ -112,7 +112,7 @@ pub(super) fn failure_cause() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(cannot|can't|could not|couldn't|unable to|failed to) (find|open|read|write|load|resolve|import|connect|bind|locate|access|allocate|parse|create|execute)\b|\b(no such file or directory|not found|undefined (reference|symbol|variable|method)|unresolved (import|reference|symbol|external)|permission denied|access denied|connection (refused|reset)|timed out|segmentation fault|out of memory|no method named|no (field|function|module|member) named|mismatched types|is not defined|has no attribute|index out of (bounds|range)|null pointer|division by zero|address already in use|disk full|no space left)\b",
+            r"(?i)\b(cannot|can't|could not|couldn't|unable to|failed to) (find|open|read|write|load|resolve|import|connect|bind|locate|access|allocate|parse|create|execute)\b|\b(no such file or directory|not found|undefined (reference|symbol|variable|method)|unresolved (import|reference|symbol|external)|permission denied|access denied|connection (refused|reset)|timed out|segmentation fault|out of memory|no method named|no (field|function|module|member) named|mismatched types|is not defined|has no attribute|index out of (bounds|range)|null pointer|division by zero|address already in use|disk full|no space left|will not fit in|overflowed by|exceeds the (?:maximum|limit)|is too large|too many open files)\b",
         )
         .expect("static regex")
     })
@@ -674,8 +674,9 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
         take(7, true, &mut best);
     }
     if n <= 40 && failure_cause().is_match(line) {
-        // Above a bare error marker and an exit code: the cause is what the fix needs.
-        take(10, true, &mut best);
+        // Above a bare error marker, a `FAILED: target` line and an exit code: the cause is
+        // what the fix needs.
+        take(12, true, &mut best);
     }
     if planned_outcome().is_match(line) && n <= 30 {
         // Below the change it announces (`~ allocated_storage = 200 -> 400`): the value is

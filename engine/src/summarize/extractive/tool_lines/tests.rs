@@ -628,3 +628,17 @@ fn a_json_record_of_literals_is_a_key_line() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_size_report_row_and_a_region_overflow_are_key_lines() {
+    let size = "[38/38] Linking CXX executable firmware.elf\n   text\t   data\t    bss\t    dec\t    hex\tfilename\n 258940\t   1840\t  38912\t 299692\t  492ac\tbuild/stm32-release/firmware.elf";
+    let lines = texts(size);
+    assert!(lines.iter().any(|l| l.contains("258940")), "{lines:?}");
+    let ld = "[234/236] Linking CXX executable firmware.elf\nFAILED: firmware.elf\narm-none-eabi/bin/ld: build/firmware.elf section `.text' will not fit in region `FLASH'\narm-none-eabi/bin/ld: region `FLASH' overflowed by 2316 bytes\ncollect2: error: ld returned 1 exit status";
+    let top = &key_lines(ld)[0];
+    assert!(
+        top.text.contains("overflowed by 2316") || top.text.contains("will not fit"),
+        "{:?}",
+        key_lines(ld)
+    );
+}
