@@ -113,12 +113,23 @@ fn the_engine_ships_no_use_of_the_fake_model() {
     assert!(offenders.is_empty(), "{offenders:#?}");
 }
 
-/// Whether `path` is a `tests.rs` its parent module includes only under `#[cfg(test)]`.
+/// Whether `path` is a `tests.rs` (or a file of a `tests/` directory) its parent module
+/// includes only under `#[cfg(test)]`.
 fn test_only_file(path: &std::path::Path) -> bool {
-    if path.file_name().and_then(|n| n.to_str()) != Some("tests.rs") {
+    // `tests.rs`, or any file of a `tests/` module directory.
+    let in_tests_dir = path
+        .parent()
+        .and_then(|d| d.file_name())
+        .and_then(|n| n.to_str())
+        == Some("tests");
+    if path.file_name().and_then(|n| n.to_str()) != Some("tests.rs") && !in_tests_dir {
         return false;
     }
-    let dir = path.parent().unwrap();
+    let dir = if in_tests_dir {
+        path.parent().unwrap().parent().unwrap()
+    } else {
+        path.parent().unwrap()
+    };
     ["mod.rs", "lib.rs"].iter().any(|parent| {
         let Ok(text) = std::fs::read_to_string(dir.join(parent)) else {
             return false;
