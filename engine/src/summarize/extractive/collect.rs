@@ -13,8 +13,8 @@ use super::rolling::Previous;
 use super::rules::{listed_with_rules, statement_score};
 use super::task::{clip_part, part_limits, paths_in, request_parts};
 use super::text::{
-    archive_refs, clip, historical, is_question, occurrence_key, one_line, parts_of_long,
-    sentences, verification,
+    archive_refs, clip, historical, is_question, occurrence_key, one_line, opens_question_list,
+    parts_of_long, sentences, verification,
 };
 use super::tool_lines::{
     argument_strings, call_label, call_label_long, edited_settings, key_lines, runs_a_command,
@@ -174,6 +174,8 @@ pub(super) fn collect(
         last_calls.clear();
         last_call_message = None;
     }
+    // A previous checkpoint's last command is history once a newer one ran.
+    let newer_command = req.later.commands || last_command.is_some();
     // …and a later command is the last one.
     let last_command = last_command.filter(|(i, c)| {
         let in_last_batch = Some(*i) == last_call_message && last_calls.contains(&c.id.as_str());
@@ -181,12 +183,6 @@ pub(super) fn collect(
     });
     let mut commands = last_calls.clone();
     commands.extend(last_command.map(|(_, c)| c.id.as_str()));
-    // A previous checkpoint's last command is history once a newer one ran.
-    let newer_command = req.later.commands
-        || messages
-            .iter()
-            .flat_map(|m| m.tool_calls.iter())
-            .any(|c| runs_a_command(&c.arguments));
     if newer_command {
         items.retain(|it| !(it.tag == "command" && it.text.is_empty()));
         for it in items.iter_mut().filter(|it| it.tag == "command") {
@@ -364,6 +360,8 @@ pub(super) fn collect(
                 for call in &m.tool_calls {
                     edited.extend(edited_settings(&call.arguments));
                 }
+                // The last command itself (its results join its line): the last batch's
+                // calls, or the command file reads followed.
                 let command_calls: Vec<&ctxbench_adapters::ToolCall> =
                     if Some(i) == last_call_message {
                         m.tool_calls.iter().collect()
@@ -374,24 +372,21 @@ pub(super) fn collect(
                             .into_iter()
                             .collect()
                     };
-                {
-                    // The last command itself (its results join its line).
-                    for call in command_calls {
-                        seq += 1;
-                        items.push(Item {
-                            section: Section::Task,
-                            turn,
-                            tag: "command",
-                            seq,
-                            text: String::new(),
-                            score: COMMAND_SCORE + 20,
-                            source,
-                            label: labels.get(call.id.as_str()).cloned(),
-                            group: None,
-                            whole: true,
-                            routine: false,
-                        });
-                    }
+                for call in command_calls {
+                    seq += 1;
+                    items.push(Item {
+                        section: Section::Task,
+                        turn,
+                        tag: "command",
+                        seq,
+                        text: String::new(),
+                        score: COMMAND_SCORE + 20,
+                        source,
+                        label: labels.get(call.id.as_str()).cloned(),
+                        group: None,
+                        whole: true,
+                        routine: false,
+                    });
                 }
                 if broken.assistant_text {
                     continue; // Mutant: no assistant text.
@@ -560,10 +555,7 @@ pub(super) fn collect(
                 let tag = if listed { "stated" } else { tag };
                 // The lead-in of a list of questions ("Answer each question …:") only says
                 // how to answer them; the answers that follow are what is worth keeping.
-                let lead_in = sentence_list.len() >= 2
-                    && sentence_list[0].trim_end().ends_with(':')
-                    && sentence_list[1..].iter().all(|s| is_question(s));
-                let skip = usize::from(lead_in);
+                let skip = usize::from(opens_question_list(&sentence_list));
                 let sentence_list: Vec<String> = sentence_list
                     .into_iter()
                     .map(|s| vocabulary.cut_routine_lead(s))

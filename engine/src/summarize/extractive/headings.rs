@@ -190,29 +190,34 @@ impl Columns {
     /// `line` (at `position`) with its column names, when its header fits it exactly and
     /// the named row still fits a key line; otherwise `line` as it is.
     pub(super) fn named(&self, position: usize, line: &str) -> String {
+        self.with_names(position, line)
+            .unwrap_or_else(|| line.to_string())
+    }
+
+    /// Whether `line` (at `position`) is a row its header names (see [`Self::named`]).
+    pub(super) fn headed(&self, position: usize, line: &str) -> bool {
+        self.with_names(position, line).is_some()
+    }
+
+    /// [`Self::named`] when the header names the row; `None` otherwise.
+    fn with_names(&self, position: usize, line: &str) -> Option<String> {
         let Some(Some(h)) = self.headers.get(position) else {
-            return line.to_string();
+            return None;
         };
         let (cells, joiner): (Vec<String>, &str) = if h.piped {
-            match pipe_cells(line) {
-                Some(cells) => (cells, " | "),
-                None => return line.to_string(),
-            }
+            (pipe_cells(line)?, " | ")
         } else {
             let tokens: Vec<&str> = line.split_whitespace().collect();
             if !has_value(&tokens) {
-                return line.to_string();
+                return None;
             }
             (whitespace_cells(&tokens), " ")
         };
         if cells.len() != h.names.len() {
-            return line.to_string();
+            return None;
         }
         let named = format!("{line} (columns: {})", h.names.join(joiner));
-        if named.chars().count() > MAX_LINE_CHARS {
-            return line.to_string();
-        }
-        named
+        (named.chars().count() <= MAX_LINE_CHARS).then_some(named)
     }
 }
 

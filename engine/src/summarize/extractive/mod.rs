@@ -64,6 +64,7 @@ pub(crate) use collect::pointer;
 pub(crate) use novelty::Vocabulary;
 pub(crate) use rules::is_clear_rule;
 pub(crate) use text::archive_refs as archive_ref_pattern;
+pub(crate) use text::opens_question_list;
 pub use text::sentences;
 pub(crate) use tool_lines::{argument_strings, runs_a_command};
 

@@ -421,6 +421,14 @@ pub(super) fn is_question(s: &str) -> bool {
     s.trim_end_matches(['"', '\'', ')', '`']).ends_with('?')
 }
 
+/// Whether a message's `sentences` are a lead-in and a list of questions ("Answer each
+/// question …:", then questions): the lead-in only says how to answer them.
+pub(crate) fn opens_question_list(sentences: &[String]) -> bool {
+    sentences.len() >= 2
+        && sentences[0].trim_end().ends_with(':')
+        && sentences[1..].iter().all(|s| is_question(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

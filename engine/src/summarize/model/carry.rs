@@ -35,8 +35,8 @@ use ctxbench_adapters::Role;
 
 use super::validation::normalize;
 use crate::summarize::extractive::{
-    argument_strings, claims, extract_missing, is_clear_rule, names_a_value, pointer, sentences,
-    Vocabulary,
+    argument_strings, claims, extract_missing, is_clear_rule, names_a_value, opens_question_list,
+    pointer, sentences, Vocabulary,
 };
 use crate::summarize::SummaryRequest;
 
@@ -196,10 +196,8 @@ pub fn carried_lines(
         let list = sentences(&content);
         // The lead-in of a list of questions ("Answer each question …:") only says how to
         // answer them.
-        let lead_in = list.len() >= 2
-            && list[0].trim_end().ends_with(':')
-            && list[1..].iter().all(|q| q.trim_end().ends_with('?'));
-        for s in list.into_iter().skip(usize::from(lead_in)) {
+        let lead_in = usize::from(opens_question_list(&list));
+        for s in list.into_iter().skip(lead_in) {
             let s = s.trim().to_string();
             if !pointer(&s, &acted) && statement(&s) {
                 push(format!("turn {turn} · user"), s, &mut candidates);

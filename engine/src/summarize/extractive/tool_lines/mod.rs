@@ -285,22 +285,23 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
         .count();
     let log = stamped >= MIN_LOG_ROWS;
     let filled = lines.iter().filter(|l| !l.is_empty()).count();
-    // A query's few rows (`invoices | 18442907`) are what it was run for, each of them.
+    // A query's few rows (`invoices | 18442907`, a small CSV) are what it was run for,
+    // each of them; so are a whitespace table's rows under their header (`text data bss
+    // dec hex filename`). Each kind counts on its own against [`MAX_SMALL_TABLE_ROWS`].
     let csv = csv_columns(&lines);
-    let table_rows = lines
+    let piped: Vec<bool> = lines
         .iter()
-        .filter(|l| table_row(l) || csv.is_some_and(|n| csv_row(l, n)))
-        .count();
-    let small_table = (1..=MAX_SMALL_TABLE_ROWS).contains(&table_rows);
-    // A whitespace table's rows under their header (`text data bss dec hex filename`):
-    // the header names them, so they are data as a piped table's are.
-    let headed_rows: Vec<usize> = lines
+        .map(|l| table_row(l) || csv.is_some_and(|n| csv_row(l, n)))
+        .collect();
+    let headed: Vec<bool> = lines
         .iter()
         .enumerate()
-        .filter(|(p, l)| l.contains(|c: char| c.is_ascii_digit()) && columns.named(*p, l) != **l)
-        .map(|(p, _)| p)
+        .map(|(p, l)| l.contains(|c: char| c.is_ascii_digit()) && columns.headed(p, l))
         .collect();
-    let small_headed = (1..=MAX_SMALL_TABLE_ROWS).contains(&headed_rows.len());
+    let small =
+        |rows: &[bool]| (1..=MAX_SMALL_TABLE_ROWS).contains(&rows.iter().filter(|&&r| r).count());
+    let (small_piped, small_headed) = (small(&piped), small(&headed));
+    let data_row = |p: usize| (small_piped && piped[p]) || (small_headed && headed[p]);
     let frames = frame_lines(&lines);
     let exceptions = raised_exceptions(&lines, &frames);
     let sites = crash_sites(&lines, &frames, |p, l| {
@@ -360,12 +361,7 @@ pub fn key_lines(content: &str) -> Vec<KeyLine> {
                         && line.contains(|c: char| c.is_ascii_digit()))
                     .then_some((OUTLIER_ROW, false))
                 })
-                .or_else(|| {
-                    let row = (small_table
-                        && (table_row(line) || csv.is_some_and(|n| csv_row(line, n))))
-                        || (small_headed && headed_rows.contains(&position));
-                    row.then_some((DATA_ROW, false))
-                })
+                .or_else(|| data_row(position).then_some((DATA_ROW, false)))
         }) else {
             continue;
         };

@@ -61,7 +61,7 @@ fn unfinished_state() -> &'static Regex {
 fn xml_element() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"^<([A-Za-z][\w.\-:]*)(?:\s[^<>]*)?>([^<>]{1,80})</([A-Za-z][\w.\-:]*)>$")
+        Regex::new(r"^<[A-Za-z][\w.\-:]*(?:\s[^<>]*)?>([^<>]{1,80})</[A-Za-z][\w.\-:]*>$")
             .expect("static regex")
     })
 }
@@ -131,7 +131,7 @@ pub(super) fn error_line() -> &'static Regex {
 /// A run's verdict with its duration: `passed in 14m 52s`, `Finished … in 32.5s`, or a
 /// duration before an upper-case verdict (`Building 408.7s (19/19) FINISHED`). Not a
 /// duration near any verdict word: `BackOff 2m … restarting failed container` is an event.
-fn run_summary() -> &'static Regex {
+pub(super) fn run_summary() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         let duration = r"\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|m|min|mins|minutes|h)\b(?:\s?\d+(?:\.\d+)?\s?s\b)?";
@@ -591,16 +591,12 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
         .or_else(|| define().captures(line))
     {
         let (name, value) = (&c[1], &c[2]);
+        let base = 6 + if constant_name(name) { 2 } else { 0 };
         if literal(value) {
-            let s = 6 + if constant_name(name) { 2 } else { 0 } + i64::from(numeric(value));
-            take(s, false, &mut best);
+            take(base + i64::from(numeric(value)), false, &mut best);
         } else if flow_mapping(value) {
             // `OPTIONS = {"visibility_timeout": 3600, "max_retries": 3}`: a row of settings.
-            take(
-                6 + if constant_name(name) { 2 } else { 0 },
-                false,
-                &mut best,
-            );
+            take(base, false, &mut best);
         }
     } else if let Some(c) = key_value()
         .captures(line)
@@ -628,7 +624,7 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
     } else if let Some(c) = xml_element().captures(line) {
         // `<version>3.2.1</version>`, `<string>com.acme.sync</string>`: an element holding
         // a literal is a setting of an XML file (a POM, a plist, a .csproj).
-        let value = c[2].trim();
+        let value = c[1].trim();
         if !value.is_empty() && words(value) <= 4 {
             take(5 + i64::from(numeric(value)), false, &mut best);
         }
@@ -719,10 +715,4 @@ fn score_shapes(line: &str) -> Option<(i64, bool)> {
         }
     }
     (best > 0).then_some((best + (kinds - 1).clamp(0, 2), verification))
-}
-
-/// Whether `line` is a run summary (tests only).
-#[cfg(test)]
-pub(super) fn run_summary_matches(line: &str) -> bool {
-    run_summary().is_match(line)
 }
